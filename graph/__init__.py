@@ -1,0 +1,1 @@
+"""Assembling and running the kernelgraph state machine, and the CLI."""

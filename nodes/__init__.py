@@ -1,0 +1,1 @@
+"""One module per graph node (planner, sketch_writer, coder, compiler, verifier, profiler)."""

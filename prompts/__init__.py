@@ -1,0 +1,1 @@
+"""Prompt templates and per-DSL documentation (package data)."""

@@ -1,0 +1,1 @@
+"""Typed data: pydantic models and the SQLAlchemy run store."""

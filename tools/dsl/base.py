@@ -1,0 +1,121 @@
+"""The DSL adapter interface. Standard library and torch only: adapters run inside the harness.
+
+An adapter is used in three places:
+- the parent (no candidate code runs there): `native_sources` for static checks, `notes`;
+- the candidate worker process: `child_env`, `install_launch_counter`, `load_module`;
+- the compile-check worker process: `compile_check` (for an explicit target, even without
+  the device).
+DSL imports (triton, tilelang) happen inside methods, never at module import time, so that
+`tools.dsl` imports on a machine that lacks a DSL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+
+@dataclass
+class NativeSource:
+    """A C++ or CUDA source string found in a candidate (for the token allow-list check)."""
+
+    lang: str  # "cpp" or "cuda"
+    code: str
+    origin: str = ""  # e.g. "cuda_sources (line 12)"
+
+
+@dataclass
+class CompileReport:
+    ok: bool
+    target: str
+    message: str = ""
+    artifacts: dict[str, int] = field(default_factory=dict)  # artifact kind -> size in bytes
+    kernels: list[str] = field(default_factory=list)
+
+
+class LaunchCounter:
+    """Counts launches of kernels of one DSL in the candidate process.
+
+    `internal()` marks harness-owned code (e.g. the Triton interpreter's own tensor ops), so
+    the ATen-op recorder can ignore the ops executed inside it.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.names: dict[str, int] = {}
+        self._local = threading.local()
+
+    def record(self, name: str) -> None:
+        self.count += 1
+        self.names[name] = self.names.get(name, 0) + 1
+
+    @property
+    def inside(self) -> bool:
+        return getattr(self._local, "depth", 0) > 0
+
+    @contextlib.contextmanager
+    def internal(self):
+        self._local.depth = getattr(self._local, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            self._local.depth -= 1
+
+
+class DslAdapter:
+    """One kernel language. Subclasses set `name`/`devices` and override what differs."""
+
+    name: str = ""
+    devices: tuple[str, ...] = ()  # devices it can run on: "cuda", "cpu"
+    language: str = "python"  # the language of the candidate file
+    description: str = ""
+
+    def child_env(self, device: str) -> dict[str, str]:
+        """Extra environment for the candidate process (e.g. TRITON_INTERPRET=1 on CPU)."""
+        return {}
+
+    def install_launch_counter(self, counter: LaunchCounter, device: str) -> None:
+        """Patch this DSL's launch path in the current (candidate) process to count launches.
+
+        Called before the candidate module is imported.
+        """
+        raise NotImplementedError
+
+    def load_module(self, path: Path) -> ModuleType:
+        """Import the candidate file as a module (in the candidate process)."""
+        return import_file(path)
+
+    def compile_check(self, path: Path, target: str) -> CompileReport:
+        """Compile the candidate for `target` (e.g. "sm_90a", "cpu") without needing the device.
+
+        Runs in a sandboxed worker process. May import the candidate module.
+        """
+        raise NotImplementedError
+
+    def native_sources(self, source: str) -> list[NativeSource]:
+        """C++/CUDA source strings embedded in the candidate, for the static token check."""
+        return []
+
+    def notes(self, device: str, dtypes: set[str]) -> list[str]:
+        """Warnings to show the user for this device and these input/output dtypes."""
+        return []
+
+    def version(self) -> str:
+        return ""
+
+
+def import_file(path: Path, name: str = "candidate_module") -> ModuleType:
+    """Import a Python file from disk as a real module (TileLang and Triton read the source)."""
+    path = Path(path).resolve()
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
