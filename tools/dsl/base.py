@@ -90,12 +90,22 @@ class DslAdapter:
         """Import the candidate file as a module (in the candidate process)."""
         return import_file(path)
 
-    def compile_check(self, path: Path, target: str) -> CompileReport:
+    def compile_check(
+        self, path: Path, target: str, init_inputs: list | None = None, inputs: list | None = None
+    ) -> CompileReport:
         """Compile the candidate for `target` (e.g. "sm_90a", "cpu") without needing the device.
 
-        Runs in a sandboxed worker process. May import the candidate module.
+        Runs in a sandboxed worker process and may import the candidate module. `init_inputs`
+        and `inputs` (CPU tensors and plain values) let adapters whose kernels are specialised at
+        launch (Triton, TileLang) construct `ModelNew` and trace its launches without running
+        them.
         """
         raise NotImplementedError
+
+    def is_compile_error(self, exc: BaseException) -> bool:
+        """Whether an exception raised while importing or first running the candidate is a
+        build/compile failure of this DSL (verdict `compile_error`) rather than a crash."""
+        return False
 
     def native_sources(self, source: str) -> list[NativeSource]:
         """C++/CUDA source strings embedded in the candidate, for the static token check."""
