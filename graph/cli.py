@@ -1,0 +1,169 @@
+"""The `kernelgraph` command line.
+
+Contracts: with --json, stdout carries exactly one JSON object on one line, last; everything else
+goes to stderr. Exit codes: 0 passed, 1 any other verdict, 2 bad usage or an invalid task.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from graph.report import render_compile, render_verdict
+from tools.harness.config import EvalConfig
+from tools.harness.verdict import TaskError, UsageError
+from tools.task import parse_sets
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Turn PyTorch operators into verified, profiled GPU and CPU kernels.",
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True)
+
+TaskArg = Annotated[Path, typer.Argument(help="KernelBench-format task file (Model, get_inputs, get_init_inputs).")]
+KernelArg = Annotated[Path, typer.Argument(help="Candidate file defining class ModelNew.")]
+DslOpt = Annotated[str, typer.Option("--dsl", help="Kernel language: triton, cpp, cuda or tilelang.")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override a size constant: NAME=VALUE (Python literal). Repeatable.")]
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@app.command()
+def evaluate(
+    task: TaskArg,
+    kernel: KernelArg,
+    dsl: DslOpt,
+    device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda if present).")] = None,
+    seeds: Annotated[int, typer.Option(help="Input seeds to verify on.")] = 3,
+    set_: SetOpt = None,
+    precision: Annotated[str, typer.Option(help="fp32 (1e-4, TF32 off), tf32, fp16 or bf16 (1e-2).")] = "fp32",
+    policy: Annotated[str, typer.Option(help="strict: no PyTorch compute; hybrid: library GEMM/conv allowed.")] = "strict",
+    extra_shapes: Annotated[bool, typer.Option("--extra-shapes", help="Also verify at other sizes (reported separately).")] = False,
+    baseline_compile: Annotated[bool, typer.Option("--baseline-compile", help="Also time torch.compile.")] = False,
+    no_profile: Annotated[bool, typer.Option("--no-profile", help="Verify only; skip timing.")] = False,
+    timeout: Annotated[float, typer.Option(help="Wall-clock limit per harness process, seconds.")] = 300.0,
+    threads: Annotated[int, typer.Option(help="CPU threads for kernel and eager alike (0: all cores).")] = 0,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Evaluate again even if cached.")] = False,
+    store: Annotated[bool, typer.Option("--store", help="Record the evaluation in the run store.")] = False,
+    db: Annotated[Path | None, typer.Option(help="Run store path (default ./runs/kernelgraph.db or $KERNELGRAPH_DB).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON line on stdout (all else on stderr).")] = False,
+) -> None:
+    """Verify and profile a hand-written kernel against a task."""
+    from tools.harness.evaluate import evaluate as run_evaluation
+
+    config = EvalConfig(
+        dsl=dsl,
+        device=device or default_device(),
+        seeds=seeds,
+        sets=parse_sets(set_),
+        precision=precision,
+        policy=policy,
+        extra_shapes=extra_shapes,
+        baseline_compile=baseline_compile,
+        profile=not no_profile,
+        timeout_s=timeout,
+        threads=threads,
+    )
+    with err.status(f"evaluating {kernel} ({dsl} on {config.device})"):
+        verdict = run_evaluation(task, kernel, config, use_cache=not no_cache)
+    if store:
+        _record(db, task, kernel, config, verdict)
+    if as_json:
+        print(json.dumps(verdict.to_dict(), default=repr))
+    else:
+        render_verdict(Console(), verdict)
+    raise typer.Exit(0 if verdict.passed else 1)
+
+
+@app.command("compile")
+def compile_check(
+    task: TaskArg,
+    kernel: KernelArg,
+    dsl: DslOpt,
+    target: Annotated[str, typer.Option(help="Target to compile for, e.g. sm_90a or cpu.")] = "sm_90a",
+    set_: SetOpt = None,
+    timeout: Annotated[float, typer.Option(help="Wall-clock limit, seconds.")] = 300.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON line on stdout.")] = False,
+) -> None:
+    """Compile a kernel for an explicit target without needing that device."""
+    from tools.harness.compile_only import compile_only
+
+    with err.status(f"compiling {kernel} for {target}"):
+        report = compile_only(task, kernel, dsl, target, parse_sets(set_), timeout)
+    if as_json:
+        print(json.dumps(report, default=repr))
+    else:
+        render_compile(Console(), report)
+    raise typer.Exit(0 if report.get("ok") else 1)
+
+
+@app.command()
+def doctor() -> None:
+    """Show what this machine offers: devices, DSLs and sandbox isolation."""
+    from graph.report import render_doctor
+
+    render_doctor(Console())
+
+
+def _record(db: Path | None, task: Path, kernel: Path, config: EvalConfig, verdict) -> None:
+    from state.store import open_store
+
+    store = open_store(db)
+    run_id = store.create_run(
+        kind="evaluate",
+        task_path=str(task),
+        task_hash=verdict.cache_key,
+        dsl=config.dsl,
+        device=config.device,
+        config=config.key_material(),
+    )
+    candidate = store.add_candidate(kernel.read_text(), config.dsl, run_id=run_id, label=kernel.name)
+    store.record_evaluation(candidate, verdict.to_dict())
+    store.set_run_status(run_id, verdict.status)
+    err.print(f"recorded as run {run_id} in {store.path}")
+
+
+def main() -> None:
+    try:
+        code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
+    except (TaskError, UsageError) as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - one readable line instead of a traceback
+        import click
+
+        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(130)
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(2)
+        if os.environ.get("KERNELGRAPH_DEBUG"):
+            raise
+        err.print(
+            f"[bold red]internal error:[/] {type(exc).__name__}: {exc}. This is a kernelgraph "
+            f"bug; rerun with KERNELGRAPH_DEBUG=1 for the traceback and report it.",
+            highlight=False,
+        )
+        sys.exit(3)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,307 @@
+"""Turning worker reports into one Verdict: checks, status, failure, timing and SOL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tools.harness.config import EvalConfig
+from tools.harness.static_gate import StaticFailure
+from tools.harness.verdict import (
+    COMPILE_ERROR,
+    CRASHED,
+    INCORRECT,
+    PASSED,
+    REJECTED,
+    TIMEOUT,
+    Check,
+    CheckName,
+    Failure,
+    Timing,
+    Verdict,
+    status_for_failed_check,
+)
+from tools.harness.worker import SELF_LIMIT_EXIT
+
+# When several checks fail, the verdict names the most fundamental one.
+STATUS_ORDER = (COMPILE_ERROR, TIMEOUT, CRASHED, REJECTED, INCORRECT)
+JUDGE_CHECKS = {
+    "seed": {
+        "correctness": CheckName.CORRECTNESS,
+        "output_shape": CheckName.OUTPUT_SHAPE,
+        "output_type": CheckName.OUTPUT_TYPE,
+        "non_constant_output": CheckName.NON_CONSTANT_OUTPUT,
+    },
+}
+TIMING_SLACK_FACTOR = 4.0
+TIMING_SLACK_MS = 1000.0
+
+
+def _base(config: EvalConfig, status: str, message: str) -> Verdict:
+    return Verdict(
+        status=status,
+        message=message,
+        dsl=config.dsl,
+        device=config.device,
+        policy=config.policy,
+        precision=config.precision,
+    )
+
+
+def static_verdict(static: StaticFailure, config: EvalConfig) -> Verdict:
+    if static.is_syntax_error:
+        check, status = CheckName.COMPILE, COMPILE_ERROR
+    else:
+        check, status = static.check, REJECTED
+    message = static.message()
+    verdict = _base(config, status, message)
+    verdict.checks = [Check(check, False, message)]
+    verdict.failure = Failure(check=check, message=message)
+    return verdict
+
+
+def assemble(config: EvalConfig, adapter, meta: dict, cand, judge) -> Verdict:
+    checks = [Check(CheckName.STATIC_PYTHON, True), Check(CheckName.STATIC_NATIVE, True)]
+    failures: list[Failure] = []
+    report = cand.result or {}
+
+    def fail(name: str, message: str, **extra: Any) -> None:
+        checks.append(Check(name, False, message))
+        failures.append(Failure(check=name, message=message, **extra))
+
+    process_problem = _process_problem(cand, report)
+    if process_problem:
+        fail(*process_problem)
+    else:
+        checks.append(Check(CheckName.COMPILE, True, "built and constructed"))
+        checks.append(Check(CheckName.RUNS, True, "ran every seed" + (" and the timing loop" if config.profile else "")))
+        for c in report.get("checks", []):
+            if not c["passed"]:
+                fail(c["name"], c["detail"])
+        _guard_checks(config, meta, report, fail, checks)
+        _judge_checks(judge, fail, checks)
+        if config.profile and report.get("timing"):
+            _timing_check(report, cand.marks, judge, fail, checks)
+
+    status = _status(failures)
+    verdict = _base(config, status, "")
+    verdict.checks = checks
+    verdict.failure = _first_failure(failures, status)
+    verdict.warnings = list(meta.get("warnings", [])) + adapter.notes(
+        config.device, set(meta.get("dtypes", []))
+    )
+    if judge and judge.result:
+        verdict.env = judge.result.get("env", {})
+        verdict.env["dsl_version"] = adapter.version()
+    if status == PASSED and config.profile:
+        _fill_timing(verdict, config, meta, report, judge)
+    verdict.message = _message(verdict, config)
+    return verdict
+
+
+def _process_problem(cand, report: dict) -> tuple | None:
+    proc = cand.process
+    if proc.timed_out or proc.returncode == SELF_LIMIT_EXIT:
+        return (CheckName.RUNS, f"timed out: killed after {proc.wall_s:.0f} s (the --timeout limit)")
+    if proc.rss_exceeded:
+        return (
+            CheckName.RUNS,
+            f"crashed: host memory exceeded the limit (peak RSS {proc.peak_rss_bytes / 2**30:.1f} GiB)",
+        )
+    if cand.result is None:
+        how = f"killed by {proc.signal_name}" if proc.signal_name else f"exit code {proc.returncode}"
+        return (CheckName.RUNS, f"crashed: the candidate process died ({how}).\n{proc.log_tail[-1500:]}")
+    if "error" in report:
+        return (CheckName.RUNS, f"crashed: {report['error']}")
+    status = report.get("status")
+    if status == COMPILE_ERROR:
+        return (CheckName.COMPILE, report.get("message", "compile error"))
+    if status != "ok":
+        stage = report.get("stage", "run")
+        return (CheckName.RUNS, f"crashed during {stage}: {report.get('message', '')}")
+    return None
+
+
+def _guard_checks(config: EvalConfig, meta: dict, report: dict, fail, checks) -> None:
+    launches = report.get("launches", {})
+    idle = [seed for seed, n in launches.items() if n <= 0]
+    if idle or not launches:
+        fail(
+            CheckName.KERNEL_LAUNCHED,
+            f"no {config.dsl} kernel ran during forward (seeds {', '.join(idle) or 'all'}): the "
+            f"output did not come from a kernel of the declared DSL",
+        )
+    else:
+        checks.append(Check(CheckName.KERNEL_LAUNCHED, True, f"{sum(launches.values())} launches"))
+    from tools.harness.op_policy import violations
+
+    bad = violations(report.get("ops", {}).keys(), config.policy)
+    if bad:
+        fail(
+            CheckName.ATEN_OPS,
+            f"forward executed PyTorch compute ops that the {config.policy} policy forbids: "
+            f"{', '.join(sorted(bad)[:8])}",
+        )
+    else:
+        checks.append(Check(CheckName.ATEN_OPS, True, f"{config.policy} policy"))
+    changed = report.get("changed_inputs", [])
+    if changed and not meta.get("ref_mutates_inputs"):
+        seed, index = changed[0]
+        fail(CheckName.INPUTS_UNMODIFIED, f"forward modified input {index} in place (seed {seed}); the reference does not", seed=seed)
+    else:
+        checks.append(Check(CheckName.INPUTS_UNMODIFIED, True))
+    aliased = report.get("aliasing", [])
+    if aliased and not meta.get("ref_output_aliases_input"):
+        seed, out, inp = aliased[0]
+        fail(CheckName.OUTPUT_NOT_ALIASED, f"output {out} shares memory with input {inp} (seed {seed}); the reference's does not", seed=seed)
+    else:
+        checks.append(Check(CheckName.OUTPUT_NOT_ALIASED, True))
+
+
+def _judge_checks(judge, fail, checks) -> None:
+    if judge is None or not judge.result:
+        return
+    seen_failure = {"seed": False, "timing": False}
+    for entry in judge.result.get("comparisons", []):
+        kind = entry["kind"]
+        if entry["passed"] or seen_failure[kind]:
+            continue
+        seen_failure[kind] = True
+        name = JUDGE_CHECKS["seed"].get(entry.get("check"), CheckName.CORRECTNESS)
+        message = f"seed {entry['seed']}: {entry['message']}"
+        if kind == "timing":
+            name = CheckName.POST_TIMING_OUTPUT
+            message = (
+                "the output of the last timed call is wrong (results cached or replayed across "
+                f"calls?): {entry['message']}"
+            )
+        fail(
+            name,
+            message,
+            seed=entry["seed"],
+            shape=entry.get("shape"),
+            max_abs_err=entry.get("max_abs_err"),
+            max_rel_err=entry.get("max_rel_err"),
+            mismatches=entry.get("mismatches"),
+        )
+    if not seen_failure["seed"]:
+        n = sum(1 for e in judge.result.get("comparisons", []) if e["kind"] == "seed")
+        checks.append(Check(CheckName.CORRECTNESS, True, f"{n} seeds match the reference"))
+        checks.append(Check(CheckName.NON_CONSTANT_OUTPUT, True))
+    if any(e["kind"] == "timing" for e in judge.result.get("comparisons", [])) and not seen_failure["timing"]:
+        checks.append(Check(CheckName.POST_TIMING_OUTPUT, True, "last timed call's output matches"))
+
+
+def _timing_check(report: dict, marks: dict, judge, fail, checks) -> None:
+    """Claimed times must be consistent with the wall clock the parent measured."""
+    claimed = report["timing"]
+    if "start" not in marks or "end" not in marks:
+        fail(CheckName.TIMING_CONSISTENT, "the timing loop's start/end marks never reached the parent; its timings cannot be trusted")
+        return
+    window_ms = (marks["end"] - marks["start"]) * 1e3
+    iters = claimed["iterations"]
+    overhead_ms = 0.0
+    eager = (judge.result or {}).get("eager") if judge else None
+    if eager:
+        overhead_ms = max(eager["wall_ms"] / eager["iterations"] - eager["median_ms"], 0.0)
+    floor_ms = claimed["median_ms"] * iters * 0.5
+    if claimed["median_ms"] * iters > window_ms * 1.05 + 50:
+        fail(CheckName.TIMING_CONSISTENT, f"claimed {iters} x {claimed['median_ms']:.4f} ms, more than the {window_ms:.1f} ms the parent measured")
+        return
+    expected = (iters + 3) * (claimed["median_ms"] + overhead_ms)
+    if window_ms > TIMING_SLACK_FACTOR * expected + TIMING_SLACK_MS + floor_ms:
+        fail(
+            CheckName.TIMING_CONSISTENT,
+            f"the claimed median {claimed['median_ms']:.4f} ms over {iters} iterations is far below "
+            f"the {window_ms:.0f} ms the parent measured for the timing loop",
+        )
+        return
+    checks.append(Check(CheckName.TIMING_CONSISTENT, True, f"{window_ms:.0f} ms wall for {iters} timed calls"))
+
+
+def _status(failures: list[Failure]) -> str:
+    statuses = {_failure_status(f) for f in failures}
+    for status in STATUS_ORDER:
+        if status in statuses:
+            return status
+    return PASSED
+
+
+def _failure_status(failure: Failure) -> str:
+    if failure.check == CheckName.RUNS and failure.message.startswith("timed out"):
+        return TIMEOUT
+    return status_for_failed_check(failure.check)
+
+
+def _first_failure(failures: list[Failure], status: str) -> Failure | None:
+    for failure in failures:
+        if _failure_status(failure) == status:
+            return failure
+    return None
+
+
+def _fill_timing(verdict: Verdict, config: EvalConfig, meta: dict, report: dict, judge) -> None:
+    claimed = report["timing"]
+    result = judge.result if judge else {}
+    eager = result.get("eager") or {}
+    compiled = result.get("compile") or {}
+    timing = Timing(
+        kernel_ms=claimed["median_ms"],
+        eager_ms=eager.get("median_ms"),
+        torch_compile_ms=compiled.get("median_ms"),
+        spread_pct=round(claimed["spread_pct"], 2),
+        stable=claimed["stable"],
+        iterations=claimed["iterations"],
+        timer=claimed["timer"],
+    )
+    if timing.eager_ms:
+        timing.speedup_vs_eager = timing.eager_ms / timing.kernel_ms
+    if timing.torch_compile_ms:
+        timing.speedup_vs_compile = timing.torch_compile_ms / timing.kernel_ms
+    if compiled.get("error"):
+        verdict.warnings.append(compiled["error"])
+    if not claimed["stable"]:
+        verdict.warnings.append(
+            f"unstable timing: the interquartile spread is {claimed['spread_pct']:.1f}% of the median"
+        )
+    interpreted = config.dsl == "triton" and config.device == "cpu"
+    if interpreted:
+        timing.timer = "triton_interpreter"
+        verdict.warnings.append(
+            "timings come from the Triton interpreter on CPU and say nothing about GPU speed"
+        )
+    verdict.timing = timing
+    _fill_sol(verdict, config, meta, result.get("peaks"))
+
+
+def _fill_sol(verdict: Verdict, config: EvalConfig, meta: dict, peaks: dict | None) -> None:
+    from tools import roofline
+
+    if not peaks or meta.get("min_bytes") is None:
+        verdict.sol = {"reason": "no peak figures for this device" if not peaks else "FLOPs/bytes unknown"}
+        return
+    dtype = config.precision_spec.dtype or _dominant_dtype(meta)
+    sol = roofline.speed_of_light(
+        meta.get("flops") or 0, meta["min_bytes"], roofline.Peaks(**peaks), dtype, config.precision_spec.allow_tf32
+    )
+    verdict.sol = sol
+    verdict.sol_pct = roofline.sol_pct(sol["sol_ms"], verdict.timing.kernel_ms)
+
+
+def _dominant_dtype(meta: dict) -> str:
+    dtypes = [d for d in meta.get("dtypes", []) if d.startswith(("float", "bfloat"))]
+    return dtypes[0] if dtypes else "float32"
+
+
+def _message(verdict: Verdict, config: EvalConfig) -> str:
+    if verdict.status != PASSED:
+        failure = verdict.failure
+        return f"{verdict.status}: {failure.message.splitlines()[0] if failure else ''}"
+    t = verdict.timing
+    parts = [f"passed {config.seeds} seeds under the {config.policy} policy"]
+    if t.kernel_ms is not None:
+        parts.append(f"kernel {t.kernel_ms:.4f} ms")
+    if t.speedup_vs_eager:
+        parts.append(f"{t.speedup_vs_eager:.2f}x eager")
+    if verdict.sol_pct is not None:
+        parts.append(f"{verdict.sol_pct:.0f}% of speed-of-light")
+    return ", ".join(parts)

@@ -1,0 +1,174 @@
+"""Worker role `candidate`: load, run, guard and time the untrusted kernel.
+
+This process never imports the task module and never sees reference outputs: it gets the
+inputs and init arguments as data, writes its outputs, and reports what its guards saw. All of
+that is untrusted; the judge decides correctness and the parent checks the claimed timings.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tools.dsl import LaunchCounter, get_adapter
+from tools.harness import guards
+from tools.harness import reference as ref
+from tools.harness.config import PRECISIONS
+from tools.harness.exchange import as_output_list, load_values, save_values
+from tools.harness.timing import time_loop
+from tools.harness.verdict import (
+    COMPILE_ERROR,
+    CRASHED,
+    Check,
+    CheckName,
+)
+
+
+class CandidateFailure(Exception):
+    def __init__(self, status: str, stage: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.stage, self.message = status, stage, message
+
+
+def run(spec: dict) -> dict:
+    checks: list[Check] = []
+    report: dict[str, Any] = {"checks": checks, "outputs": {}, "ops": {}, "launches": {}}
+    try:
+        _run(spec, checks, report)
+        report["status"] = "ok"
+    except CandidateFailure as failure:
+        report.update(status=failure.status, stage=failure.stage, message=failure.message)
+    report["checks"] = [c.__dict__ for c in checks]
+    return report
+
+
+def _run(spec: dict, checks: list[Check], report: dict) -> None:
+    precision = PRECISIONS[spec["precision"]]
+    device, in_dir, out_dir = spec["device"], Path(spec["inputs_dir"]), Path(spec["out_dir"])
+    ref.set_precision_flags(precision)
+    ref.set_threads(spec.get("threads", 0))
+    guards.poison_uninitialized_memory()
+    adapter = get_adapter(spec["dsl"])
+    counter = LaunchCounter()
+    adapter.install_launch_counter(counter, device)
+
+    init_inputs = load_values(in_dir / "init.pt")
+    model = _stage(adapter, "compile", lambda: _load(adapter, spec, init_inputs, precision))
+    checks.append(Check(CheckName.COMPILE, True, "imported and constructed ModelNew"))
+
+    recorder = guards.OpRecorder(counter)
+    for seed in spec["seeds"]:
+        inputs = ref.device_inputs(load_values(in_dir / f"inputs_{seed}.pt"), device, precision)
+        before = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        launches_before = counter.count
+
+        def forward(inputs=inputs):
+            with torch.no_grad(), recorder:
+                return as_output_list(model(*inputs))
+
+        outputs = _stage(adapter, "run", forward)
+        snapshot = guards.snapshot_before_sync(outputs) if device == "cuda" else None
+        _stage(adapter, "run", lambda: ref.synchronize(device))
+        report["launches"][str(seed)] = counter.count - launches_before
+        problem = guards.plain_tensor_problem(outputs)
+        if problem:
+            checks.append(Check(CheckName.OUTPUT_TYPE, False, problem))
+            return
+        if snapshot is not None:
+            _side_stream_check(checks, snapshot, outputs, seed)
+        report["aliasing"] = report.get("aliasing", []) + [
+            [seed, o, i] for o, i in guards.aliasing(outputs, inputs)
+        ]
+        report["changed_inputs"] = report.get("changed_inputs", []) + [
+            [seed, j] for j in guards.changed_inputs(before, inputs)
+        ]
+        save_values(outputs, out_dir / f"outputs_{seed}.pt")
+        report["outputs"][str(seed)] = f"outputs_{seed}.pt"
+    report["ops"] = dict(recorder.ops)
+
+    if spec.get("profile"):
+        _profile(spec, model, adapter, device, precision, in_dir, out_dir, report)
+
+
+def _load(adapter, spec: dict, init_inputs: list, precision) -> torch.nn.Module:
+    module = adapter.load_module(Path(spec["kernel"]))
+    model_class = getattr(module, "ModelNew", None)
+    if model_class is None:
+        raise CandidateFailure(COMPILE_ERROR, "compile", "the kernel file defines no ModelNew")
+    return ref.build_model(model_class, init_inputs, spec["device"], precision, spec["training"])
+
+
+def _stage(adapter, stage: str, fn):
+    """Run one stage; turn exceptions into a verdict the parent can trust the category of."""
+    try:
+        return fn()
+    except CandidateFailure:
+        raise
+    except torch.OutOfMemoryError as exc:
+        raise CandidateFailure(CRASHED, stage, f"out of memory: {_first_line(exc)}") from exc
+    except BaseException as exc:  # noqa: BLE001 - hostile code may raise anything
+        status = COMPILE_ERROR if (stage == "compile" or adapter.is_compile_error(exc)) else CRASHED
+        raise CandidateFailure(status, stage, _describe(exc)) from exc
+
+
+def _side_stream_check(checks: list[Check], snapshot, outputs, seed: int) -> None:
+    for i, (early, late) in enumerate(zip(snapshot, outputs, strict=True)):
+        if not torch.equal(early.nan_to_num(), late.nan_to_num()):
+            checks.append(
+                Check(
+                    CheckName.NO_SIDE_STREAM,
+                    False,
+                    f"seed {seed}: output {i} changed after forward returned (work left on a "
+                    f"side stream, not ordered with the caller's stream)",
+                )
+            )
+            return
+
+
+def _profile(spec, model, adapter, device, precision, in_dir, out_dir, report) -> None:
+    pool = [
+        ref.device_inputs(load_values(in_dir / f"inputs_{s}.pt"), device, precision)
+        for s in ref.TIMING_SEEDS
+    ]
+    live = [x.clone() if isinstance(x, torch.Tensor) else x for x in pool[0]]
+
+    def call():
+        with torch.no_grad():
+            return model(*live)
+
+    clock = _Clock(spec.get("clock"))
+    clock.mark("start")
+    timing, last = _stage(adapter, "profile", lambda: time_loop(call, live, pool, device))
+    clock.mark("end")
+    report["timing"] = {k: v for k, v in timing.to_dict().items() if k != "samples_ms"}
+    last_outputs = as_output_list(last)
+    if guards.plain_tensor_problem(last_outputs) is None:
+        save_values(last_outputs, out_dir / "outputs_timing.pt")
+        report["timing_output"] = "outputs_timing.pt"
+        report["timing_output_seed"] = ref.TIMING_SEEDS[(timing.iterations - 1) % len(pool)]
+
+
+class _Clock:
+    """Marks phases on a FIFO the parent reads and timestamps with its own clock."""
+
+    def __init__(self, path: str | None) -> None:
+        self.fd = os.open(path, os.O_WRONLY) if path else None
+
+    def mark(self, what: str) -> None:
+        if self.fd is not None:
+            os.write(self.fd, f"{what}\n".encode())
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _describe(exc: BaseException) -> str:
+    frames = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    tail = "".join(frames[-3:]).strip()
+    return f"{type(exc).__name__}: {str(exc).strip()[:3000]}\n{tail[-2000:]}"

@@ -1,0 +1,50 @@
+"""Compile-checking a candidate for an explicit target, e.g. sm_90a on a machine without a GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tools.dsl import get_adapter
+from tools.harness.config import EvalConfig
+from tools.harness.evaluate import Evaluation, _prepare_meta, _read_kernel
+from tools.harness.reference import verification_seeds
+from tools.harness.static_gate import run_static_checks
+from tools.harness.verdict import UsageError
+from tools.task import TaskSource
+
+
+def compile_only(task_path, kernel_path, dsl: str, target: str, sets: dict, timeout_s: float) -> dict:
+    """Static checks, then the adapter's compile check in a sandboxed worker. Returns a report."""
+    try:
+        adapter = get_adapter(dsl)
+    except KeyError as exc:
+        raise UsageError(str(exc.args[0])) from exc
+    task = TaskSource.read(task_path, sets)
+    kernel = Path(kernel_path)
+    config = EvalConfig(dsl=dsl, device="cpu", seeds=1, sets=sets, timeout_s=timeout_s)
+    static = run_static_checks(_read_kernel(kernel), adapter, config)
+    if static is not None:
+        return {"ok": False, "target": target, "stage": static.check, "message": static.message()}
+    seed = verification_seeds(1)[0]
+    ev = Evaluation(task, kernel, config)
+    try:
+        prep_dir = ev.dir / "prepare"
+        prep = ev.worker(
+            "prepare",
+            {**ev.base_spec(), "seeds": [seed], "out_dir": str(prep_dir), "validate": False},
+        )
+        _prepare_meta(prep, task)
+        run = ev.worker(
+            "compile",
+            {"dsl": dsl, "kernel": str(kernel.resolve()), "target": target,
+             "inputs_dir": str(prep_dir), "seed": seed},
+        )
+    finally:
+        ev.close()
+    result = run.result or {}
+    if "compile" in result:
+        return {**result["compile"], "stage": "compile", "seconds": ev.phases.get("compile")}
+    detail = result.get("error") or run.process.log_tail[-1500:]
+    if run.process.timed_out:
+        detail = f"timed out after {run.process.wall_s:.0f} s"
+    return {"ok": False, "target": target, "stage": "compile", "message": detail}

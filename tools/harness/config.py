@@ -1,0 +1,71 @@
+"""Evaluation settings and precision policies. Standard library only."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+HARNESS_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class Precision:
+    """One `--precision` choice: tolerances and TF32 flags for both sides, and an optional cast."""
+
+    name: str
+    atol: float
+    rtol: float
+    allow_tf32: bool
+    dtype: str | None  # floating inputs and parameters are cast to this dtype on both sides
+
+
+PRECISIONS: dict[str, Precision] = {
+    p.name: p
+    for p in (
+        Precision("fp32", 1e-4, 1e-4, False, None),
+        Precision("tf32", 1e-3, 1e-3, True, None),
+        Precision("fp16", 1e-2, 1e-2, False, "float16"),
+        Precision("bf16", 1e-2, 1e-2, False, "bfloat16"),
+    )
+}
+
+POLICIES = ("strict", "hybrid")
+
+
+@dataclass
+class EvalConfig:
+    """Everything that changes an evaluation's result (and so its cache key)."""
+
+    dsl: str
+    device: str = "cpu"
+    seeds: int = 3
+    sets: dict[str, Any] = field(default_factory=dict)
+    precision: str = "fp32"
+    policy: str = "strict"
+    extra_shapes: bool = False
+    baseline_compile: bool = False
+    profile: bool = True
+    timeout_s: float = 300.0
+    max_rss_gb: float = 16.0
+    threads: int = 0  # CPU threads for candidate and eager alike; 0 = all cores
+
+    @property
+    def precision_spec(self) -> Precision:
+        return PRECISIONS[self.precision]
+
+    def key_material(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("timeout_s")
+        data.pop("max_rss_gb")
+        data["harness_version"] = HARNESS_VERSION
+        return data
+
+
+def cache_key(code: str, task_hash: str, config: EvalConfig) -> str:
+    digest = hashlib.sha256()
+    digest.update(hashlib.sha256(code.encode()).digest())
+    digest.update(task_hash.encode())
+    digest.update(json.dumps(config.key_material(), sort_keys=True, default=repr).encode())
+    return digest.hexdigest()[:32]

@@ -1,0 +1,77 @@
+"""Passing data between harness processes. Standard library and torch only.
+
+Tensors travel as files in the evaluation's work directory, which lives in /dev/shm (shared
+memory) where there is one, and are loaded with `mmap=True, weights_only=True`: no copy through
+a pipe, and a hostile writer cannot make the loader run code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def work_root() -> Path:
+    """Where evaluation work directories go: shared memory if it has room, else the temp dir."""
+    override = os.environ.get("KERNELGRAPH_WORK_DIR")
+    if override:
+        return Path(override)
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        stats = os.statvfs(shm)
+        if stats.f_bavail * stats.f_frsize > 8 << 30:
+            return shm
+    return Path(tempfile.gettempdir())
+
+
+def save_values(values: Any, path: Path) -> None:
+    """Save a list of tensors / plain values (moved to CPU) atomically."""
+    tmp = path.with_suffix(".partial")
+    torch.save(to_cpu(values), tmp)
+    os.replace(tmp, path)
+
+
+def load_values(path: Path) -> Any:
+    return torch.load(path, map_location="cpu", mmap=True, weights_only=True)
+
+
+def to_cpu(values: Any) -> Any:
+    if isinstance(values, torch.Tensor):
+        return values.detach().to("cpu")
+    if isinstance(values, list | tuple):
+        return type(values)(to_cpu(v) for v in values)
+    return values
+
+
+def to_device(values: Any, device: str, dtype: str | None = None) -> Any:
+    """Move tensors to the device; cast floating tensors when a precision asks for it."""
+    if isinstance(values, torch.Tensor):
+        tensor = values.to(device)
+        if dtype and tensor.is_floating_point():
+            tensor = tensor.to(getattr(torch, dtype))
+        return tensor
+    if isinstance(values, list | tuple):
+        return type(values)(to_device(v, device, dtype) for v in values)
+    return values
+
+
+def as_output_list(output: Any) -> list[Any]:
+    return list(output) if isinstance(output, list | tuple) else [output]
+
+
+def write_json(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".partial")
+    tmp.write_text(json.dumps(data, default=repr))
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None

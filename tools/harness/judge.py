@@ -1,0 +1,153 @@
+"""Worker role `judge`: recompute reference outputs and compare; time the baselines.
+
+Runs after the candidate process group is dead. It regenerates the inputs from their seeds
+(never trusting files the candidate could have touched), loads the candidate's outputs with
+`weights_only=True`, and times eager (and torch.compile) with the same loop as the candidate.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from tools import roofline
+from tools.harness import reference as ref
+from tools.harness.compare import ArgReduction, Mismatch, compare, is_constant
+from tools.harness.config import PRECISIONS
+from tools.harness.env_info import collect_env
+from tools.harness.exchange import as_output_list, load_values
+from tools.harness.timing import time_loop
+from tools.task import TaskSource
+
+ARG_REDUCTIONS = ("aten.argmax.default", "aten.argmin.default")
+
+
+class _ArgCapture(TorchDispatchMode):
+    """Remembers which argmax/argmin produced which tensor, so that ties can be accepted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sources: dict[int, ArgReduction] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if str(func) in ARG_REDUCTIONS:
+            dim = args[1] if len(args) > 1 else kwargs.get("dim")
+            keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+            self.sources[out.data_ptr()] = ArgReduction(args[0].clone(), dim, bool(keepdim))
+        return out
+
+
+def run(spec: dict) -> dict:
+    precision = PRECISIONS[spec["precision"]]
+    device, cand_dir = spec["device"], Path(spec["candidate_dir"])
+    ref.set_precision_flags(precision)
+    ref.set_threads(spec.get("threads", 0))
+    task = TaskSource(Path(spec["task"]), spec["source"], spec["sets"])
+    module = task.load_module()
+    init_inputs = ref.make_init_inputs(module)
+    model = ref.build_model(module.Model, init_inputs, device, precision)
+
+    results: list[dict[str, Any]] = []
+    for seed, filename in spec["outputs"].items():
+        results.append(_judge_one(module, model, int(seed), cand_dir / filename, spec, "seed"))
+    if spec.get("timing_output"):
+        seed = spec["timing_output_seed"]
+        results.append(
+            _judge_one(module, model, seed, cand_dir / spec["timing_output"], spec, "timing")
+        )
+    report: dict[str, Any] = {"comparisons": results}
+    if spec.get("profile"):
+        report["eager"] = _time(model, module, device, precision)
+        if spec.get("baseline_compile"):
+            report["compile"] = _time_compiled(model, module, device, precision)
+        report["peaks"] = _peaks(device)
+    report["env"] = collect_env(device, spec.get("dsl_version", ""))
+    return report
+
+
+def _judge_one(module, model, seed, path: Path, spec: dict, kind: str) -> dict[str, Any]:
+    precision = PRECISIONS[spec["precision"]]
+    inputs = ref.device_inputs(ref.make_inputs(module, seed), spec["device"], precision)
+    capture = _ArgCapture()
+    with torch.no_grad(), capture:
+        expected = as_output_list(model(*inputs))
+    entry: dict[str, Any] = {"seed": seed, "kind": kind, "passed": False}
+    try:
+        got = load_values(path)
+    except Exception as exc:  # noqa: BLE001 - the file is the candidate's; anything may be wrong
+        entry["message"] = f"the candidate's outputs cannot be read as tensors: {exc}"
+        entry["check"] = "output_type"
+        return entry
+    got = as_output_list(got)
+    if len(got) != len(expected):
+        entry.update(
+            check="output_shape",
+            message=f"returned {len(got)} outputs, the reference returns {len(expected)}",
+        )
+        return entry
+    for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+        if type(g) is not torch.Tensor:
+            entry.update(check="output_type", message=f"output {i} is not a tensor")
+            return entry
+        e_cpu = e.detach().cpu()
+        arg = capture.sources.get(e.data_ptr())
+        if arg is not None:
+            arg = ArgReduction(arg.source.cpu(), arg.dim, arg.keepdim)
+        mismatch = compare(g, e_cpu, precision.atol, precision.rtol, arg)
+        if mismatch is not None:
+            entry.update(_mismatch_entry(mismatch, i, g.shape != e_cpu.shape))
+            return entry
+        if is_constant(g) and not is_constant(e_cpu):
+            entry.update(
+                check="non_constant_output",
+                message=f"output {i} is constant while the reference's is not (it passes the "
+                f"tolerance only because the values are tiny)",
+            )
+            return entry
+    entry["passed"] = True
+    return entry
+
+
+def _mismatch_entry(m: Mismatch, index: int, shape_problem: bool) -> dict[str, Any]:
+    return {
+        "check": "output_shape" if shape_problem or "dtype" in m.message else "correctness",
+        "message": f"output {index}: {m.message}",
+        "max_abs_err": m.max_abs_err,
+        "max_rel_err": m.max_rel_err,
+        "mismatches": m.mismatches,
+        "shape": m.shape,
+    }
+
+
+def _pool(module, device, precision):
+    return [ref.device_inputs(ref.make_inputs(module, s), device, precision) for s in ref.TIMING_SEEDS]
+
+
+def _time(model, module, device, precision) -> dict[str, Any]:
+    pool = _pool(module, device, precision)
+    live = [x.clone() if isinstance(x, torch.Tensor) else x for x in pool[0]]
+
+    def call():
+        with torch.no_grad():
+            return model(*live)
+
+    timing, _ = time_loop(call, live, pool, device)
+    return {k: v for k, v in timing.to_dict().items() if k != "samples_ms"}
+
+
+def _time_compiled(model, module, device, precision) -> dict[str, Any]:
+    try:
+        compiled = torch.compile(model)
+        return _time(compiled, module, device, precision)
+    except Exception as exc:  # noqa: BLE001 - a baseline that fails is reported, not fatal
+        return {"error": f"torch.compile failed: {type(exc).__name__}: {str(exc)[:500]}"}
+
+
+def _peaks(device: str) -> dict[str, Any] | None:
+    peaks = roofline.device_peaks(device)
+    return peaks.__dict__ if peaks is not None else None

@@ -1,0 +1,74 @@
+"""Building inputs and models the same way on every side. Standard library and torch only.
+
+KernelBench's conventions, so its solutions run unchanged: inputs of seed s come from
+`manual_seed(s); get_inputs()`; both models are built after `manual_seed(construct_seed)` from
+the same init inputs, so a ModelNew that creates the same modules in the same order gets the
+same weights; both run under no_grad in the reference model's train/eval mode.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from tools.harness.config import Precision
+from tools.harness.exchange import to_device
+
+CONSTRUCT_SEED = 42
+TIMING_SEEDS = (1001, 1002)  # the timing pool: two input sets that alternate
+
+
+def verification_seeds(count: int) -> list[int]:
+    return [CONSTRUCT_SEED + i for i in range(count)]
+
+
+def set_precision_flags(precision: Precision) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = precision.allow_tf32
+    torch.backends.cudnn.allow_tf32 = precision.allow_tf32
+    torch.set_float32_matmul_precision("high" if precision.allow_tf32 else "highest")
+
+
+def set_threads(threads: int) -> None:
+    if threads > 0:
+        torch.set_num_threads(threads)
+
+
+def make_inputs(task: ModuleType, seed: int) -> list[Any]:
+    torch.manual_seed(seed)
+    return list(task.get_inputs())
+
+
+def make_init_inputs(task: ModuleType) -> list[Any]:
+    torch.manual_seed(CONSTRUCT_SEED)
+    return list(task.get_init_inputs())
+
+
+def build_model(
+    model_class: type,
+    init_inputs: list[Any],
+    device: str,
+    precision: Precision,
+    training: bool | None = None,
+) -> torch.nn.Module:
+    torch.manual_seed(CONSTRUCT_SEED)
+    with torch.no_grad():
+        model = model_class(*init_inputs)
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"{model_class.__name__}(...) did not return an nn.Module")
+    model = model.to(device)
+    if precision.dtype:
+        model = model.to(getattr(torch, precision.dtype))
+    if training is not None:  # the candidate follows the reference's train/eval mode
+        model.train(training)
+    return model
+
+
+def device_inputs(inputs: list[Any], device: str, precision: Precision) -> list[Any]:
+    return to_device(list(inputs), device, precision.dtype)
+
+
+def synchronize(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()

@@ -1,0 +1,251 @@
+"""Running untrusted code in a fresh, contained subprocess. Standard library only.
+
+Each worker gets: its own session and process group; a wall-clock limit that kills the group;
+an RSS watchdog (RLIMIT_AS would break CUDA); a CPU-time rlimit and a parent-death signal so
+that no orphan outlives kernelgraph; a scrubbed environment built from an allow-list; its own
+HOME and TMPDIR. Where the OS allows it, the worker also runs in fresh PID, mount and network
+namespaces: it cannot see other processes (so not /proc/PPID/environ, where an API key could
+be), and it has no network.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1
+SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
+ENV_ALLOW = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "LD_LIBRARY_PATH",
+    "CC",
+    "CXX",
+    "TORCH_CUDA_ARCH_LIST",
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+    "NCCL_NVLS_ENABLE",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+    "NVSHMEM_DISABLE_NVLS",
+)
+
+
+@dataclass
+class Isolation:
+    """How well the sandbox can contain a worker on this machine."""
+
+    method: str
+    secrets_protected: bool
+    network_off: bool
+    prefix: list[str] = field(default_factory=list)
+    note: str = ""
+
+    def describe(self) -> dict:
+        return {
+            "method": self.method,
+            "secrets_protected": self.secrets_protected,
+            "network_off": self.network_off,
+            "note": self.note,
+        }
+
+
+@dataclass
+class Limits:
+    wall_s: float = 300.0
+    max_rss_bytes: int = 16 << 30
+    cpu_s: float | None = None  # default: wall_s x cores + slack
+
+
+@dataclass
+class ProcessResult:
+    returncode: int | None
+    timed_out: bool
+    rss_exceeded: bool
+    wall_s: float
+    peak_rss_bytes: int
+    log_tail: str
+
+    @property
+    def signal_name(self) -> str | None:
+        if self.returncode is not None and self.returncode < 0:
+            return signal.Signals(-self.returncode).name
+        return None
+
+
+_NAMESPACE_FLAGS = ["--pid", "--fork", "--mount-proc", "--net", "--kill-child"]
+
+
+@functools.cache
+def isolation() -> Isolation:
+    """Probe once per process for the strongest containment the OS grants."""
+    if os.environ.get("KERNELGRAPH_NO_NAMESPACES") == "1":
+        return _no_isolation("namespaces disabled by KERNELGRAPH_NO_NAMESPACES=1")
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return _no_isolation("`unshare` (util-linux) is not installed")
+    candidates = [[unshare, *_NAMESPACE_FLAGS]]
+    if os.geteuid() != 0:
+        candidates.insert(0, [unshare, "--user", "--map-root-user", *_NAMESPACE_FLAGS])
+    for prefix in candidates:
+        probe = subprocess.run(
+            [*prefix, sys.executable, "-c", "import os; print(os.getpid())"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        if probe.returncode == 0 and probe.stdout.strip() == "1":
+            return Isolation("pid+mount+net namespaces", True, True, prefix)
+    return _no_isolation("the kernel refused new PID/network namespaces (unshare failed)")
+
+
+def _no_isolation(reason: str) -> Isolation:
+    return Isolation(
+        "process group only",
+        False,
+        False,
+        [],
+        f"{reason}: candidates can see other processes (and could read an API key from "
+        f"/proc/<pid>/environ of a process that holds one) and can reach the network. Run "
+        f"kernelgraph where unprivileged user namespaces are allowed, or as a user that holds "
+        f"no key.",
+    )
+
+
+def scrubbed_env(extra: dict[str, str], home: Path) -> dict[str, str]:
+    """An allow-listed environment: nothing that could carry a secret reaches the worker."""
+    env = {name: os.environ[name] for name in ENV_ALLOW if name in os.environ}
+    env.update(extra)
+    env.update(
+        HOME=str(home),
+        TMPDIR=str(home / "tmp"),
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONUNBUFFERED="1",
+        PYTHONNOUSERSITE="1",
+    )
+    (home / "tmp").mkdir(parents=True, exist_ok=True)
+    return {k: v for k, v in env.items() if not any(m in k.upper() for m in SECRET_MARKERS)}
+
+
+def _child_setup(cpu_s: int) -> None:
+    """Runs in the child between fork and exec: die with the parent, cap CPU time, no cores."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(1)
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def run_sandboxed(
+    argv: list[str], cwd: Path, env: dict[str, str], limits: Limits, log_path: Path
+) -> ProcessResult:
+    """Run argv contained; stdout and stderr go to log_path. Never raises for the child's sake."""
+    iso = isolation()
+    cpu_s = int(limits.cpu_s or limits.wall_s * (os.cpu_count() or 1) + 60)
+    start = time.monotonic()
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [*iso.prefix, *argv],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=functools.partial(_child_setup, cpu_s),
+        )
+        watchdog = _RssWatchdog(proc.pid, limits.max_rss_bytes)
+        watchdog.start()
+        timed_out = False
+        try:
+            proc.wait(timeout=limits.wall_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            _kill_group(proc.pid)
+            proc.wait()
+            watchdog.stop()
+    return ProcessResult(
+        returncode=proc.returncode,
+        timed_out=timed_out and not watchdog.exceeded,
+        rss_exceeded=watchdog.exceeded,
+        wall_s=time.monotonic() - start,
+        peak_rss_bytes=watchdog.peak,
+        log_tail=_tail(log_path),
+    )
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _tail(path: Path, limit: int = 4000) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return ""
+    return data[-limit:].decode(errors="replace")
+
+
+class _RssWatchdog(threading.Thread):
+    """Polls the resident memory of the worker's process group; kills the group over limit."""
+
+    def __init__(self, pgid: int, limit: int) -> None:
+        super().__init__(daemon=True)
+        self.pgid, self.limit = pgid, limit
+        self.peak = 0
+        self.exceeded = False
+        self._stop_event = threading.Event()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=2)
+
+    def run(self) -> None:
+        page = os.sysconf("SC_PAGE_SIZE")
+        while not self._stop_event.wait(0.1):
+            rss = sum(_rss_pages(pid) for pid in _group_pids(self.pgid)) * page
+            self.peak = max(self.peak, rss)
+            if rss > self.limit:
+                self.exceeded = True
+                _kill_group(self.pgid)
+                return
+
+
+def _group_pids(pgid: int) -> list[int]:
+    pids = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[2]) == pgid:  # fields: state, ppid, pgrp, ...
+            pids.append(int(entry.name))
+    return pids
+
+
+def _rss_pages(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
