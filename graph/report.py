@@ -41,6 +41,10 @@ def render_verdict(console: Console, verdict: Verdict) -> None:
             f"({verdict.sol.get('bound', '?')}-bound)",
             highlight=False,
         )
+    for extra in verdict.extra_shapes:
+        mark = {True: "[green]✓[/]", False: "[red]✗[/]"}.get(extra.get("passed"), "-")
+        sizes = ", ".join(f"{k}={v}" for k, v in extra["sets"].items())
+        console.print(f"extra shape {extra['variant']} ({sizes}): {mark} {extra['message']}", highlight=False)
     for warning in verdict.warnings:
         console.print(f"[yellow]warning:[/] {warning}", highlight=False)
     if verdict.cached:

@@ -21,6 +21,7 @@ from tools.dsl import get_adapter
 from tools.harness.assemble import assemble, static_verdict
 from tools.harness.cache import EvalCache, shared_build_env
 from tools.harness.config import EvalConfig, cache_key
+from tools.harness.extra_shapes import check_extra_shapes
 from tools.harness.exchange import read_json, work_root, write_json
 from tools.harness.sandbox import Limits, ProcessResult, isolation, run_sandboxed, scrubbed_env
 from tools.harness.static_gate import run_static_checks
@@ -114,6 +115,8 @@ def evaluate(
         verdict = static_verdict(static, config)
     else:
         verdict = _run_workers(task, kernel, config, adapter)
+        if config.extra_shapes:
+            verdict.extra_shapes = check_extra_shapes(task, kernel, config, _run_workers, adapter)
     verdict.cache_key = key
     verdict.isolation = isolation().describe()
     if not verdict.isolation["secrets_protected"]:

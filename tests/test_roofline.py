@@ -1,0 +1,233 @@
+import json
+import os
+
+import pytest
+import torch
+
+from tools import roofline
+from tools.harness import env_info
+
+
+@pytest.mark.parametrize(
+    "name, key",
+    [
+        ("NVIDIA H100 80GB HBM3", "H100 SXM"),
+        ("NVIDIA H100 PCIe", "H100 PCIe"),
+        ("NVIDIA H100 NVL", "H100 NVL"),
+        ("NVIDIA H200", "H200 SXM"),
+        ("NVIDIA H200 NVL", "H200 NVL"),
+        ("NVIDIA A100-SXM4-80GB", "A100 SXM 80GB"),
+        ("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB"),
+        ("NVIDIA A100-SXM4-40GB", "A100 40GB"),
+        ("NVIDIA A100-PCIE-40GB", "A100 40GB"),
+        ("NVIDIA L40S", "L40S"),
+        ("NVIDIA L4", "L4"),
+        ("NVIDIA GeForce RTX 4090", "RTX 4090"),
+        ("NVIDIA A10G", "A10G"),
+        ("NVIDIA A10", "A10"),
+        ("Tesla V100-SXM2-16GB", "V100 SXM2"),
+    ],
+)
+def test_gpu_name_maps_to_table_entry(name, key):
+    peaks = roofline.gpu_peaks(name)
+    assert peaks is not None and peaks.name == key
+    assert key in peaks.source
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["NVIDIA B200", "NVIDIA GH200 480GB", "NVIDIA GeForce RTX 4090 D", "AMD Instinct MI300X"],
+)
+def test_unknown_gpu_has_no_peaks(name):
+    assert roofline.gpu_peaks(name) is None
+
+
+def test_h100_sxm_and_h200_datasheet_numbers():
+    h100, h200 = roofline.gpu_peaks("NVIDIA H100 80GB HBM3"), roofline.gpu_peaks("NVIDIA H200")
+    assert h100.bandwidth == pytest.approx(3.35e12)
+    assert h200.bandwidth == pytest.approx(4.8e12)
+    assert h100.flops["fp32"] == pytest.approx(67e12)
+    assert h100.flops["bf16"] == h100.flops["fp16"] == pytest.approx(989e12)
+    assert h200.flops == h100.flops
+
+
+def test_every_rule_points_into_the_table():
+    assert {rule.key for rule in roofline.GPU_RULES} <= set(roofline.GPU_TABLE)
+
+
+def test_unknown_device_gives_reason_not_guess(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_: "NVIDIA B200")
+    peaks, reason = roofline.resolve_peaks("cuda")
+    assert peaks is None and "B200" in reason
+    sol = roofline.speed_of_light(10**9, 10**9, peaks, torch.float32)
+    assert sol["sol_ms"] is None and sol["reason"]
+    assert roofline.sol_pct(sol["sol_ms"], 1.0) is None
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+@pytest.mark.parametrize("m, n, k", [(64, 32, 16), (7, 5, 3)])
+def test_count_flops_linear_and_matmul(device, m, n, k):
+    with torch.device(device):
+        linear = torch.nn.Linear(k, n, bias=False)
+        x = torch.randn(m, k)
+        w = torch.randn(k, n)
+    assert roofline.count_flops(linear, [x]) == 2 * m * n * k
+    assert roofline.count_flops(torch.matmul, [x, w]) == 2 * m * n * k
+
+
+def test_count_flops_elementwise_is_zero():
+    assert roofline.count_flops(torch.relu, [torch.randn(100)]) == 0
+
+
+def test_min_bytes_counts_each_tensor_once():
+    linear = torch.nn.Linear(8, 4)  # 32 + 4 fp32 parameters
+    x = torch.randn(2, 8)
+    out = linear(x)  # 2 x 4
+    assert roofline.min_bytes([x], linear, out) == 4 * (16 + 36 + 8)
+    # The same tensor passed twice, or as input and output (in place), counts once.
+    assert roofline.min_bytes([x, x], None, x) == x.nbytes
+    assert roofline.min_bytes({"a": [x], "b": 3}, [], (x.view(2, 8),)) == x.nbytes
+
+
+def test_min_bytes_on_meta_tensors():
+    with torch.device("meta"):
+        a, b = torch.empty(10, dtype=torch.float16), torch.empty(10, dtype=torch.float16)
+    assert roofline.min_bytes([a, b], None, None) == 40
+
+
+H100 = roofline.gpu_peaks("NVIDIA H100 80GB HBM3")
+
+
+def test_speed_of_light_memory_bound():
+    # An elementwise op over 1 GB: no FLOPs counted, bound by bandwidth.
+    sol = roofline.speed_of_light(0, 10**9, H100, torch.float32)
+    assert sol["bound"] == "memory"
+    assert sol["sol_ms"] == pytest.approx(1e3 * 1e9 / 3.35e12)
+    assert sol["source"] == H100.source
+
+
+@pytest.mark.parametrize(
+    "dtype, tf32, peak",
+    [
+        (torch.float32, False, 67e12),
+        ("float32", True, 494.5e12),
+        (torch.bfloat16, False, 989e12),
+        ("float16", False, 989e12),
+    ],
+)
+def test_speed_of_light_compute_bound_picks_dtype_peak(dtype, tf32, peak):
+    n = 8192
+    sol = roofline.speed_of_light(2 * n**3, 3 * n * n * 2, H100, dtype, tf32)
+    assert sol["bound"] == "compute"
+    assert sol["peak_flops"] == pytest.approx(peak)
+    assert sol["sol_ms"] == pytest.approx(1e3 * 2 * n**3 / peak)
+
+
+def test_speed_of_light_falls_back_to_fp32_and_says_so():
+    v100 = roofline.gpu_peaks("Tesla V100-SXM2-16GB")
+    sol = roofline.speed_of_light(10**12, 1, v100, torch.bfloat16)
+    assert sol["peak_flops"] == pytest.approx(15.7e12)
+    assert "bf16" in sol["note"]
+
+
+@pytest.mark.parametrize(
+    "sol_ms, kernel_ms, expected", [(1.0, 2.0, 50.0), (None, 2.0, None), (1.0, None, None)]
+)
+def test_sol_pct(sol_ms, kernel_ms, expected):
+    assert roofline.sol_pct(sol_ms, kernel_ms) == expected
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELGRAPH_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+@pytest.fixture
+def fake_measure(monkeypatch):
+    calls = []
+
+    def measure():
+        calls.append(torch.get_num_threads())
+        return {"bandwidth": 1e10, "flops": {"fp32": 1e11}}
+
+    monkeypatch.setattr(roofline, "measure_cpu", measure)
+    return calls
+
+
+def test_cpu_peaks_measured_once_then_read_from_cache(cache_dir, fake_measure):
+    first = roofline.device_peaks("cpu")
+    second = roofline.device_peaks("cpu")
+    assert len(fake_measure) == 1
+    assert first == second and first.bandwidth == 1e10 and first.flops == {"fp32": 1e11}
+    cached = json.loads((cache_dir / "cpu_peak.json").read_text())
+    key = f"{env_info.cpu_model()} | threads={torch.get_num_threads()}"
+    assert cached[key]["bandwidth"] == 1e10
+
+
+def test_cpu_peaks_keyed_by_thread_count(cache_dir, fake_measure):
+    threads = torch.get_num_threads()
+    try:
+        roofline.cpu_peaks()
+        torch.set_num_threads(threads + 1)
+        roofline.cpu_peaks()
+    finally:
+        torch.set_num_threads(threads)
+    roofline.cpu_peaks()
+    assert fake_measure == [threads, threads + 1]
+
+
+def test_cpu_measurement_is_plausible():
+    peaks = roofline.measure_cpu(copy_mib=32, matmul_n=512, budget_s=0.05)
+    assert 1e8 < peaks["bandwidth"] < 1e13
+    assert 1e8 < peaks["flops"]["fp32"] < 1e15
+
+
+def test_collect_env_is_fast_and_hostname_free():
+    import socket
+    import time
+
+    start = time.perf_counter()
+    env = env_info.collect_env("cpu", "triton 3.6")
+    assert time.perf_counter() - start < 0.5
+    assert env["torch_version"] == torch.__version__
+    assert env["torch_threads"] == torch.get_num_threads()
+    assert env["dsl_version"] == "triton 3.6"
+    host = socket.gethostname()
+    assert len(host) < 4 or host not in json.dumps(env)
+
+
+def test_collect_env_records_no_unlisted_environment(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-do-not-store")
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    env = env_info.collect_env("cpu")
+    assert "sk-do-not-store" not in json.dumps(env)
+    assert env["omp_num_threads"] == "3"
+
+
+@pytest.fixture
+def fake_smi(tmp_path, monkeypatch):
+    """An nvidia-smi on PATH that prints `output` and exits with `rc`."""
+
+    def install(output: str, rc: int = 0):
+        exe = tmp_path / "nvidia-smi"
+        exe.write_text(f"#!/bin/sh\ncat <<'END'\n{output}\nEND\nexit {rc}\n")
+        exe.chmod(0o755)
+        monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+        env_info._nvidia_smi.cache_clear()
+
+    yield install
+    env_info._nvidia_smi.cache_clear()
+
+
+def test_nvidia_smi_row_matched_by_uuid(fake_smi):
+    fake_smi("GPU-aaaa, 550.54, 1980, 2619, 1980, 2619\nGPU-bbbb, 550.54, 345, 2619, 1980, 2619")
+    row = env_info._smi_for("bbbb")
+    assert row["driver_version"] == "550.54"
+    assert row["sm_clock_mhz"] == 345.0 and row["mem_clock_max_mhz"] == 2619.0
+
+
+def test_nvidia_smi_failure_is_not_fatal(fake_smi):
+    fake_smi("NVIDIA-SMI has failed", rc=9)
+    assert env_info._smi_for("aaaa") == {"driver_version": None}
