@@ -285,6 +285,11 @@ def _fill_sol(verdict: Verdict, config: EvalConfig, meta: dict, peaks: dict | No
     )
     verdict.sol = sol
     verdict.sol_pct = roofline.sol_pct(sol["sol_ms"], verdict.timing.kernel_ms)
+    if verdict.sol_pct is not None and verdict.sol_pct > 100:
+        verdict.warnings.append(
+            f"{verdict.sol_pct:.0f}% of speed-of-light: faster than the peak allows, so the data "
+            f"stayed in cache between calls or the peak figure ({sol.get('source')}) is too low"
+        )
 
 
 def _dominant_dtype(meta: dict) -> str:

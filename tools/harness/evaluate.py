@@ -59,7 +59,7 @@ class Evaluation:
         write_json(home / "spec.json", spec)
         threads = self.config.threads or os.cpu_count() or 1
         extra = {
-            "PYTHONPATH": str(REPO_ROOT),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
             "OMP_NUM_THREADS": str(threads),
             **shared_build_env(),
             **(env or {}),
