@@ -32,7 +32,9 @@ def do_bench_ms(task_path: Path, kernel_path: Path) -> float:
     model = ref.build_model(candidate.ModelNew, init_inputs, "cuda", precision)
     inputs = ref.device_inputs(ref.make_inputs(module, ref.TIMING_SEEDS[0]), "cuda", precision)
     with torch.no_grad():
-        return triton.testing.do_bench(lambda: model(*inputs), warmup=100, rep=1000, return_mode="median")
+        return triton.testing.do_bench(
+            lambda: model(*inputs), warmup=100, rep=1000, return_mode="median"
+        )
 
 
 def main() -> None:
@@ -42,7 +44,9 @@ def main() -> None:
     config = EvalConfig(dsl="triton", device="cuda", seeds=1)
     for name, kernel_file in TRITON_EXAMPLES:
         task, kernel = example(name, kernel_file)
-        verdict = evaluate(task, kernel, config, cache=EvalCache(Path(tempfile.mkdtemp())), use_cache=False)
+        verdict = evaluate(
+            task, kernel, config, cache=EvalCache(Path(tempfile.mkdtemp())), use_cache=False
+        )
         theirs = do_bench_ms(task, kernel)
         ours = verdict.timing.kernel_ms
         emit(

@@ -32,7 +32,10 @@ def main() -> None:
             cache = EvalCache(Path(tempfile.mkdtemp()))
             verdict = evaluate(task, kernel, config, cache=cache, use_cache=False)
             if not verdict.passed:
-                emit({"benchmark": "timing_stability", "example": name, "error": verdict.message}, args.out)
+                emit(
+                    {"benchmark": "timing_stability", "example": name, "error": verdict.message},
+                    args.out,
+                )
                 break
             kernel_ms.append(verdict.timing.kernel_ms)
             eager_ms.append(verdict.timing.eager_ms)
@@ -42,9 +45,13 @@ def main() -> None:
                     "benchmark": "timing_stability",
                     "example": name,
                     "kernel_ms": kernel_ms,
-                    "kernel_range_pct": round(100 * (max(kernel_ms) - min(kernel_ms)) / min(kernel_ms), 2),
+                    "kernel_range_pct": round(
+                        100 * (max(kernel_ms) - min(kernel_ms)) / min(kernel_ms), 2
+                    ),
                     "eager_ms": eager_ms,
-                    "eager_range_pct": round(100 * (max(eager_ms) - min(eager_ms)) / min(eager_ms), 2),
+                    "eager_range_pct": round(
+                        100 * (max(eager_ms) - min(eager_ms)) / min(eager_ms), 2
+                    ),
                 },
                 args.out,
             )

@@ -28,10 +28,19 @@ app = typer.Typer(
 )
 err = Console(stderr=True)
 
-TaskArg = Annotated[Path, typer.Argument(help="KernelBench-format task file (Model, get_inputs, get_init_inputs).")]
+TaskArg = Annotated[
+    Path, typer.Argument(help="KernelBench-format task file (Model, get_inputs, get_init_inputs).")
+]
 KernelArg = Annotated[Path, typer.Argument(help="Candidate file defining class ModelNew.")]
-DslOpt = Annotated[str, typer.Option("--dsl", help="Kernel language: triton, cpp, cuda or tilelang.")]
-SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override a size constant: NAME=VALUE (Python literal). Repeatable.")]
+DslOpt = Annotated[
+    str, typer.Option("--dsl", help="Kernel language: triton, cpp, cuda or tilelang.")
+]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set", help="Override a size constant: NAME=VALUE (Python literal). Repeatable."
+    ),
+]
 
 
 def default_device() -> str:
@@ -45,20 +54,46 @@ def evaluate(
     task: TaskArg,
     kernel: KernelArg,
     dsl: DslOpt,
-    device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda if present).")] = None,
+    device: Annotated[
+        str | None, typer.Option(help="cpu or cuda (default: cuda if present).")
+    ] = None,
     seeds: Annotated[int, typer.Option(help="Input seeds to verify on.")] = 3,
     set_: SetOpt = None,
-    precision: Annotated[str, typer.Option(help="fp32 (1e-4, TF32 off), tf32, fp16 or bf16 (1e-2).")] = "fp32",
-    policy: Annotated[str, typer.Option(help="strict: no PyTorch compute; hybrid: library GEMM/conv allowed.")] = "strict",
-    extra_shapes: Annotated[bool, typer.Option("--extra-shapes", help="Also verify at other sizes (reported separately).")] = False,
-    baseline_compile: Annotated[bool, typer.Option("--baseline-compile", help="Also time torch.compile.")] = False,
-    no_profile: Annotated[bool, typer.Option("--no-profile", help="Verify only; skip timing.")] = False,
-    timeout: Annotated[float, typer.Option(help="Wall-clock limit per harness process, seconds.")] = 300.0,
-    threads: Annotated[int, typer.Option(help="CPU threads for kernel and eager alike (0: all cores).")] = 0,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Evaluate again even if cached.")] = False,
-    store: Annotated[bool, typer.Option("--store", help="Record the evaluation in the run store.")] = False,
-    db: Annotated[Path | None, typer.Option(help="Run store path (default ./runs/kernelgraph.db or $KERNELGRAPH_DB).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON line on stdout (all else on stderr).")] = False,
+    precision: Annotated[
+        str, typer.Option(help="fp32 (1e-4, TF32 off), tf32, fp16 or bf16 (1e-2).")
+    ] = "fp32",
+    policy: Annotated[
+        str, typer.Option(help="strict: no PyTorch compute; hybrid: library GEMM/conv allowed.")
+    ] = "strict",
+    extra_shapes: Annotated[
+        bool,
+        typer.Option("--extra-shapes", help="Also verify at other sizes (reported separately)."),
+    ] = False,
+    baseline_compile: Annotated[
+        bool, typer.Option("--baseline-compile", help="Also time torch.compile.")
+    ] = False,
+    no_profile: Annotated[
+        bool, typer.Option("--no-profile", help="Verify only; skip timing.")
+    ] = False,
+    timeout: Annotated[
+        float, typer.Option(help="Wall-clock limit per harness process, seconds.")
+    ] = 300.0,
+    threads: Annotated[
+        int, typer.Option(help="CPU threads for kernel and eager alike (0: all cores).")
+    ] = 0,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Evaluate again even if cached.")
+    ] = False,
+    store: Annotated[
+        bool, typer.Option("--store", help="Record the evaluation in the run store.")
+    ] = False,
+    db: Annotated[
+        Path | None,
+        typer.Option(help="Run store path (default ./runs/kernelgraph.db or $KERNELGRAPH_DB)."),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON line on stdout (all else on stderr).")
+    ] = False,
 ) -> None:
     """Verify and profile a hand-written kernel against a task."""
     from tools.harness.evaluate import evaluate as run_evaluation
@@ -92,7 +127,9 @@ def compile_check(
     task: TaskArg,
     kernel: KernelArg,
     dsl: DslOpt,
-    target: Annotated[str, typer.Option(help="Target to compile for, e.g. sm_90a or cpu.")] = "sm_90a",
+    target: Annotated[
+        str, typer.Option(help="Target to compile for, e.g. sm_90a or cpu.")
+    ] = "sm_90a",
     set_: SetOpt = None,
     timeout: Annotated[float, typer.Option(help="Wall-clock limit, seconds.")] = 300.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON line on stdout.")] = False,
@@ -129,7 +166,9 @@ def _record(db: Path | None, task: Path, kernel: Path, config: EvalConfig, verdi
         device=config.device,
         config=config.key_material(),
     )
-    candidate = store.add_candidate(kernel.read_text(), config.dsl, run_id=run_id, label=kernel.name)
+    candidate = store.add_candidate(
+        kernel.read_text(), config.dsl, run_id=run_id, label=kernel.name
+    )
     store.record_evaluation(candidate, verdict.to_dict())
     store.set_run_status(run_id, verdict.status)
     err.print(f"recorded as run {run_id} in {store.path}")

@@ -44,7 +44,9 @@ def render_verdict(console: Console, verdict: Verdict) -> None:
     for extra in verdict.extra_shapes:
         mark = {True: "[green]✓[/]", False: "[red]✗[/]"}.get(extra.get("passed"), "-")
         sizes = ", ".join(f"{k}={v}" for k, v in extra["sets"].items())
-        console.print(f"extra shape {extra['variant']} ({sizes}): {mark} {extra['message']}", highlight=False)
+        console.print(
+            f"extra shape {extra['variant']} ({sizes}): {mark} {extra['message']}", highlight=False
+        )
     for warning in verdict.warnings:
         console.print(f"[yellow]warning:[/] {warning}", highlight=False)
     if verdict.cached:
@@ -55,9 +57,13 @@ def render_compile(console: Console, report: dict) -> None:
     if report.get("ok"):
         kernels = ", ".join(report.get("kernels", [])) or "—"
         artifacts = ", ".join(f"{k} {v} B" for k, v in report.get("artifacts", {}).items())
-        console.print(f"[bold green]compiled[/] for {report.get('target')}: {kernels} ({artifacts})")
+        console.print(
+            f"[bold green]compiled[/] for {report.get('target')}: {kernels} ({artifacts})"
+        )
     else:
-        console.print(f"[bold red]compile failed[/] for {report.get('target')} ({report.get('stage')}):")
+        console.print(
+            f"[bold red]compile failed[/] for {report.get('target')} ({report.get('stage')}):"
+        )
         console.print(report.get("message", ""), highlight=False, markup=False)
 
 
@@ -73,7 +79,11 @@ def render_doctor(console: Console) -> None:
         console.print(f"GPU: {torch.cuda.get_device_name(0)}")
     for name in names():
         adapter = get_adapter(name)
-        console.print(f"dsl {name}: devices {', '.join(adapter.devices)}; version {adapter.version() or 'not installed'}")
-    console.print(f"sandbox: {iso.method}; secrets protected: {iso.secrets_protected}; network off: {iso.network_off}")
+        console.print(
+            f"dsl {name}: devices {', '.join(adapter.devices)}; version {adapter.version() or 'not installed'}"
+        )
+    console.print(
+        f"sandbox: {iso.method}; secrets protected: {iso.secrets_protected}; network off: {iso.network_off}"
+    )
     if iso.note:
         console.print(f"[yellow]{iso.note}[/]")

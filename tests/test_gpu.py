@@ -37,7 +37,9 @@ def test_example_kernels_pass_and_are_timed(tmp_path, example, kernel, dsl):
     if dsl == "tilelang":
         pytest.importorskip("tilelang")
     config = EvalConfig(dsl=dsl, device="cuda", seeds=2)
-    verdict = evaluate(EXAMPLES / example / "task.py", EXAMPLES / example / kernel, config, EvalCache(tmp_path))
+    verdict = evaluate(
+        EXAMPLES / example / "task.py", EXAMPLES / example / kernel, config, EvalCache(tmp_path)
+    )
     assert verdict.status == "passed", verdict.message
     assert verdict.timing.timer == "cuda_events"
     assert verdict.timing.kernel_ms > 0 and verdict.timing.eager_ms > 0

@@ -12,9 +12,14 @@ DSL imports (triton, tilelang) happen inside methods, never at module import tim
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib.metadata
 import importlib.util
+import re
 import sys
 import threading
+import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -129,3 +134,69 @@ def import_file(path: Path, name: str = "candidate_module") -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def patch_launches(
+    owner: type, attr: str, counter: LaunchCounter, kernel_name: Callable, internal: bool = False
+) -> None:
+    """Wrap the launch method `owner.attr` so each launch records `kernel_name(self, args,
+    kwargs)` in `counter` (None means "not a launch", e.g. a warm-up).
+
+    With `internal`, the launch runs inside `counter.internal()`: the DSL's own tensor ops are
+    not the candidate's. Launches from harness-internal code are not counted. Re-patching
+    replaces the previous counter instead of stacking wrappers.
+    """
+    original = getattr(owner, attr)
+    original = getattr(original, "__kg_original__", original)
+
+    @functools.wraps(original)
+    def launch(self, *args, **kwargs):
+        name = None if counter.inside else kernel_name(self, args, kwargs)
+        if name is None:
+            return original(self, *args, **kwargs)
+        counter.record(name)
+        if not internal:
+            return original(self, *args, **kwargs)
+        with counter.internal():
+            return original(self, *args, **kwargs)
+
+    launch.__kg_original__ = original
+    setattr(owner, attr, launch)
+
+
+def raised_as(exc: BaseException, *qualnames: str) -> bool:
+    """Whether `exc` is an instance of a class named "module.QualName", without importing it
+    (the DSL may be absent in the calling process)."""
+    names = {f"{cls.__module__}.{cls.__qualname__}" for cls in type(exc).__mro__}
+    return not names.isdisjoint(qualnames)
+
+
+def cuda_arch(target: str) -> tuple[int, str]:
+    """Split a CUDA target like "sm_90a" into (90, "a"); the GPU adapters' compile checks take
+    the same target strings."""
+    match = re.fullmatch(r"sm_(\d+)([af]?)", target.strip())
+    if match is None:
+        raise ValueError(f"not a CUDA target: {target!r} (expected e.g. sm_90a, sm_90, sm_80)")
+    return int(match.group(1)), match.group(2)
+
+
+def package_version(distribution: str) -> str:
+    """Installed version of a DSL's package, without importing it ("" when absent)."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def describe_error(exc: BaseException, path: Path) -> str:
+    """The error as "Type: message (candidate line N)", N being the innermost line of the
+    candidate file in the traceback: what a report shows instead of a traceback through our
+    code."""
+    path = Path(path).resolve()
+    lines = [
+        line
+        for frame, line in traceback.walk_tb(exc.__traceback__)
+        if Path(frame.f_code.co_filename) == path
+    ]
+    where = f" (candidate line {lines[-1]})" if lines else ""
+    return f"{type(exc).__name__}: {exc}{where}"

@@ -22,7 +22,9 @@ def main(argv: list[str]) -> int:
         text = open(argv[0]).read() if argv else sys.stdin.read()
         request = json.loads(text)
         config = EvalConfig(**request["config"])
-        verdict = evaluate(request["task"], request["kernel"], config, use_cache=request.get("cache", True))
+        verdict = evaluate(
+            request["task"], request["kernel"], config, use_cache=request.get("cache", True)
+        )
     except (TaskError, UsageError) as exc:
         print(json.dumps({"error": str(exc), "kind": type(exc).__name__}))
         return 2

@@ -73,7 +73,13 @@ def assemble(config: EvalConfig, adapter, meta: dict, cand, judge) -> Verdict:
         fail(*process_problem)
     else:
         checks.append(Check(CheckName.COMPILE, True, "built and constructed"))
-        checks.append(Check(CheckName.RUNS, True, "ran every seed" + (" and the timing loop" if config.profile else "")))
+        checks.append(
+            Check(
+                CheckName.RUNS,
+                True,
+                "ran every seed" + (" and the timing loop" if config.profile else ""),
+            )
+        )
         for c in report.get("checks", []):
             if not c["passed"]:
                 fail(c["name"], c["detail"])
@@ -101,15 +107,23 @@ def assemble(config: EvalConfig, adapter, meta: dict, cand, judge) -> Verdict:
 def _process_problem(cand, report: dict) -> tuple | None:
     proc = cand.process
     if proc.timed_out or proc.returncode == SELF_LIMIT_EXIT:
-        return (CheckName.RUNS, f"timed out: killed after {proc.wall_s:.0f} s (the --timeout limit)")
+        return (
+            CheckName.RUNS,
+            f"timed out: killed after {proc.wall_s:.0f} s (the --timeout limit)",
+        )
     if proc.rss_exceeded:
         return (
             CheckName.RUNS,
             f"crashed: host memory exceeded the limit (peak RSS {proc.peak_rss_bytes / 2**30:.1f} GiB)",
         )
     if cand.result is None:
-        how = f"killed by {proc.signal_name}" if proc.signal_name else f"exit code {proc.returncode}"
-        return (CheckName.RUNS, f"crashed: the candidate process died ({how}).\n{proc.log_tail[-1500:]}")
+        how = (
+            f"killed by {proc.signal_name}" if proc.signal_name else f"exit code {proc.returncode}"
+        )
+        return (
+            CheckName.RUNS,
+            f"crashed: the candidate process died ({how}).\n{proc.log_tail[-1500:]}",
+        )
     if "error" in report:
         return (CheckName.RUNS, f"crashed: {report['error']}")
     status = report.get("status")
@@ -146,13 +160,21 @@ def _guard_checks(config: EvalConfig, meta: dict, report: dict, fail, checks) ->
     changed = report.get("changed_inputs", [])
     if changed and not meta.get("ref_mutates_inputs"):
         seed, index = changed[0]
-        fail(CheckName.INPUTS_UNMODIFIED, f"forward modified input {index} in place (seed {seed}); the reference does not", seed=seed)
+        fail(
+            CheckName.INPUTS_UNMODIFIED,
+            f"forward modified input {index} in place (seed {seed}); the reference does not",
+            seed=seed,
+        )
     else:
         checks.append(Check(CheckName.INPUTS_UNMODIFIED, True))
     aliased = report.get("aliasing", [])
     if aliased and not meta.get("ref_output_aliases_input"):
         seed, out, inp = aliased[0]
-        fail(CheckName.OUTPUT_NOT_ALIASED, f"output {out} shares memory with input {inp} (seed {seed}); the reference's does not", seed=seed)
+        fail(
+            CheckName.OUTPUT_NOT_ALIASED,
+            f"output {out} shares memory with input {inp} (seed {seed}); the reference's does not",
+            seed=seed,
+        )
     else:
         checks.append(Check(CheckName.OUTPUT_NOT_ALIASED, True))
 
@@ -187,7 +209,10 @@ def _judge_checks(judge, fail, checks) -> None:
         n = sum(1 for e in judge.result.get("comparisons", []) if e["kind"] == "seed")
         checks.append(Check(CheckName.CORRECTNESS, True, f"{n} seeds match the reference"))
         checks.append(Check(CheckName.NON_CONSTANT_OUTPUT, True))
-    if any(e["kind"] == "timing" for e in judge.result.get("comparisons", [])) and not seen_failure["timing"]:
+    if (
+        any(e["kind"] == "timing" for e in judge.result.get("comparisons", []))
+        and not seen_failure["timing"]
+    ):
         checks.append(Check(CheckName.POST_TIMING_OUTPUT, True, "last timed call's output matches"))
 
 
@@ -195,7 +220,10 @@ def _timing_check(report: dict, marks: dict, judge, fail, checks) -> None:
     """Claimed times must be consistent with the wall clock the parent measured."""
     claimed = report["timing"]
     if "start" not in marks or "end" not in marks:
-        fail(CheckName.TIMING_CONSISTENT, "the timing loop's start/end marks never reached the parent; its timings cannot be trusted")
+        fail(
+            CheckName.TIMING_CONSISTENT,
+            "the timing loop's start/end marks never reached the parent; its timings cannot be trusted",
+        )
         return
     window_ms = (marks["end"] - marks["start"]) * 1e3
     iters = claimed["iterations"]
@@ -205,7 +233,10 @@ def _timing_check(report: dict, marks: dict, judge, fail, checks) -> None:
         overhead_ms = max(eager["wall_ms"] / eager["iterations"] - eager["median_ms"], 0.0)
     floor_ms = claimed["median_ms"] * iters * 0.5
     if claimed["median_ms"] * iters > window_ms * 1.05 + 50:
-        fail(CheckName.TIMING_CONSISTENT, f"claimed {iters} x {claimed['median_ms']:.4f} ms, more than the {window_ms:.1f} ms the parent measured")
+        fail(
+            CheckName.TIMING_CONSISTENT,
+            f"claimed {iters} x {claimed['median_ms']:.4f} ms, more than the {window_ms:.1f} ms the parent measured",
+        )
         return
     expected = (iters + 3) * (claimed["median_ms"] + overhead_ms)
     if window_ms > TIMING_SLACK_FACTOR * expected + TIMING_SLACK_MS + floor_ms:
@@ -215,7 +246,9 @@ def _timing_check(report: dict, marks: dict, judge, fail, checks) -> None:
             f"the {window_ms:.0f} ms the parent measured for the timing loop",
         )
         return
-    checks.append(Check(CheckName.TIMING_CONSISTENT, True, f"{window_ms:.0f} ms wall for {iters} timed calls"))
+    checks.append(
+        Check(CheckName.TIMING_CONSISTENT, True, f"{window_ms:.0f} ms wall for {iters} timed calls")
+    )
 
 
 def _status(failures: list[Failure]) -> str:
@@ -277,11 +310,17 @@ def _fill_sol(verdict: Verdict, config: EvalConfig, meta: dict, peaks: dict | No
     from tools import roofline
 
     if not peaks or meta.get("min_bytes") is None:
-        verdict.sol = {"reason": "no peak figures for this device" if not peaks else "FLOPs/bytes unknown"}
+        verdict.sol = {
+            "reason": "no peak figures for this device" if not peaks else "FLOPs/bytes unknown"
+        }
         return
     dtype = config.precision_spec.dtype or _dominant_dtype(meta)
     sol = roofline.speed_of_light(
-        meta.get("flops") or 0, meta["min_bytes"], roofline.Peaks(**peaks), dtype, config.precision_spec.allow_tf32
+        meta.get("flops") or 0,
+        meta["min_bytes"],
+        roofline.Peaks(**peaks),
+        dtype,
+        config.precision_spec.allow_tf32,
     )
     verdict.sol = sol
     verdict.sol_pct = roofline.sol_pct(sol["sol_ms"], verdict.timing.kernel_ms)

@@ -13,7 +13,9 @@ from tools.harness.verdict import UsageError
 from tools.task import TaskSource
 
 
-def compile_only(task_path, kernel_path, dsl: str, target: str, sets: dict, timeout_s: float) -> dict:
+def compile_only(
+    task_path, kernel_path, dsl: str, target: str, sets: dict, timeout_s: float
+) -> dict:
     """Static checks, then the adapter's compile check in a sandboxed worker. Returns a report."""
     try:
         adapter = get_adapter(dsl)
@@ -36,8 +38,13 @@ def compile_only(task_path, kernel_path, dsl: str, target: str, sets: dict, time
         _prepare_meta(prep, task)
         run = ev.worker(
             "compile",
-            {"dsl": dsl, "kernel": str(kernel.resolve()), "target": target,
-             "inputs_dir": str(prep_dir), "seed": seed},
+            {
+                "dsl": dsl,
+                "kernel": str(kernel.resolve()),
+                "target": target,
+                "inputs_dir": str(prep_dir),
+                "seed": seed,
+            },
         )
     finally:
         ev.close()

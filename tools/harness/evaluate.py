@@ -21,8 +21,8 @@ from tools.dsl import get_adapter
 from tools.harness.assemble import assemble, static_verdict
 from tools.harness.cache import EvalCache, shared_build_env
 from tools.harness.config import EvalConfig, cache_key
-from tools.harness.extra_shapes import check_extra_shapes
 from tools.harness.exchange import read_json, work_root, write_json
+from tools.harness.extra_shapes import check_extra_shapes
 from tools.harness.sandbox import Limits, ProcessResult, isolation, run_sandboxed, scrubbed_env
 from tools.harness.static_gate import run_static_checks
 from tools.harness.verdict import TaskError, UsageError, Verdict
@@ -59,7 +59,9 @@ class Evaluation:
         write_json(home / "spec.json", spec)
         threads = self.config.threads or os.cpu_count() or 1
         extra = {
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])
+            ),
             "OMP_NUM_THREADS": str(threads),
             **shared_build_env(),
             **(env or {}),
@@ -131,7 +133,9 @@ def _run_workers(task: TaskSource, kernel: Path, config: EvalConfig, adapter) ->
     seeds = verification_seeds(config.seeds)
     ev = Evaluation(task, kernel, config)
     try:
-        prep = ev.worker("prepare", {**ev.base_spec(), "seeds": seeds, "out_dir": str(ev.dir / "prepare")})
+        prep = ev.worker(
+            "prepare", {**ev.base_spec(), "seeds": seeds, "out_dir": str(ev.dir / "prepare")}
+        )
         meta = _prepare_meta(prep, task)
         (ev.dir / "prepare" / "spec.json").unlink()  # it holds the task source
         cand_spec = {

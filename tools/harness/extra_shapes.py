@@ -31,7 +31,9 @@ def variants(task: TaskSource) -> list[tuple[str, dict]]:
     return found
 
 
-def check_extra_shapes(task: TaskSource, kernel, config: EvalConfig, run_workers, adapter) -> list[dict]:
+def check_extra_shapes(
+    task: TaskSource, kernel, config: EvalConfig, run_workers, adapter
+) -> list[dict]:
     results = []
     for label, sets in variants(task):
         variant = TaskSource(task.path, task.source, sets)
@@ -41,6 +43,8 @@ def check_extra_shapes(task: TaskSource, kernel, config: EvalConfig, run_workers
             verdict = run_workers(variant, kernel, variant_config, adapter)
             entry.update(status=verdict.status, passed=verdict.passed, message=verdict.message)
         except TaskError as exc:
-            entry.update(status="skipped", passed=None, message=f"the task is invalid at this size: {exc}")
+            entry.update(
+                status="skipped", passed=None, message=f"the task is invalid at this size: {exc}"
+            )
         results.append(entry)
     return results

@@ -73,8 +73,11 @@ def changed_inputs(before: list[Any], after: list[Any]) -> list[int]:
     changed = []
     for j, (a, b) in enumerate(zip(before, after, strict=True)):
         if isinstance(a, torch.Tensor) and not torch.equal(a, b.to(a.device)):
-            if not (a.is_floating_point() and torch.equal(a.isnan(), b.isnan()) and
-                    torch.equal(a.nan_to_num(), b.nan_to_num())):
+            if not (
+                a.is_floating_point()
+                and torch.equal(a.isnan(), b.isnan())
+                and torch.equal(a.nan_to_num(), b.nan_to_num())
+            ):
                 changed.append(j)
     return changed
 

@@ -125,7 +125,9 @@ def _mismatch_entry(m: Mismatch, index: int, shape_problem: bool) -> dict[str, A
 
 
 def _pool(module, device, precision):
-    return [ref.device_inputs(ref.make_inputs(module, s), device, precision) for s in ref.TIMING_SEEDS]
+    return [
+        ref.device_inputs(ref.make_inputs(module, s), device, precision) for s in ref.TIMING_SEEDS
+    ]
 
 
 def _time(model, module, device, precision) -> dict[str, Any]:

@@ -116,7 +116,9 @@ def validate(module, init_inputs, inputs_by_seed, spec, task: TaskSource) -> dic
         mutates |= _mutated(before, inputs)
         aliases |= _aliases(outputs, inputs)
         outputs_by_seed[seed] = outputs
-    again = _forward(model, ref.device_inputs(inputs_by_seed[seeds[0]], device, precision), task, device)
+    again = _forward(
+        model, ref.device_inputs(inputs_by_seed[seeds[0]], device, precision), task, device
+    )
     for first, second in zip(outputs_by_seed[seeds[0]], again, strict=True):
         if isinstance(first, torch.Tensor) and compare(
             second, first, precision.atol, precision.rtol
@@ -127,8 +129,10 @@ def validate(module, init_inputs, inputs_by_seed, spec, task: TaskSource) -> dic
                 f"forward deterministic (no dropout in training mode, no random ops)."
             )
     warnings = _degenerate_warnings(outputs_by_seed)
-    dtypes = sorted({str(t.dtype).removeprefix("torch.") for t in _tensors(inputs_by_seed[seeds[0]])}
-                    | {str(t.dtype).removeprefix("torch.") for t in outputs_by_seed[seeds[0]]})
+    dtypes = sorted(
+        {str(t.dtype).removeprefix("torch.") for t in _tensors(inputs_by_seed[seeds[0]])}
+        | {str(t.dtype).removeprefix("torch.") for t in outputs_by_seed[seeds[0]]}
+    )
     return {
         "training": training,
         "ref_mutates_inputs": mutates,

@@ -1,0 +1,181 @@
+"""C++ with OpenMP on the CPU.
+
+Two candidate forms are accepted:
+
+- KernelBench style: `torch.utils.cpp_extension.load_inline(...)` (about 30 s for a cold build;
+  torch caches builds by source hash in TORCH_EXTENSIONS_DIR).
+- The fast path that generated code uses: `build_library(source)` compiles `source` with
+  `g++ -O3 -march=native -fopenmp -shared -fPIC -std=c++17` into a plain shared library (about
+  0.2 s; cached by source, flags, compiler and machine in KERNELGRAPH_BUILD_CACHE, default
+  ~/.cache/kernelgraph/build) and returns a `NativeLibrary`. Candidates may not use ctypes
+  themselves, so this module owns the foreign-function calls.
+
+Calling convention of a `NativeLibrary`: `lib.name(*args)` calls the `extern "C"` function
+`name`, which must return `void`. Each argument is converted by its Python type:
+
+    torch.Tensor (CPU)  -> void*    (its data_ptr(); the C code sees raw memory, so pass
+                                      contiguous tensors or pass the strides too)
+    bool, int           -> int64_t
+    float               -> double
+
+so scalar parameters of the C function must be declared `int64_t` or `double`. Example:
+
+    extern "C" void relu(const float* x, float* out, int64_t n) { ... }
+    lib = build_library(SOURCE); lib.relu(x, out, x.numel())
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import platform
+from pathlib import Path
+
+import torch
+
+from tools.dsl.base import (
+    CompileReport,
+    DslAdapter,
+    LaunchCounter,
+    NativeSource,
+    describe_error,
+    import_file,
+)
+from tools.dsl.inline_ext import (
+    NativeBuildError,
+    compile_cached,
+    find_native_sources,
+    install,
+    is_build_error,
+    record_launch,
+    tool_version,
+)
+
+__all__ = ["CppAdapter", "NativeBuildError", "NativeLibrary", "build_library"]
+
+COMPILER = "g++"
+FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17")
+_built: list[NativeLibrary] = []  # libraries built in this process, for the compile report
+
+
+def build_library(
+    source: str, name: str = "kernel", extra_cflags: tuple[str, ...] = ()
+) -> NativeLibrary:
+    """Compile C++ `source` into a shared library (cached) and load it.
+
+    Raises NativeBuildError with g++'s messages when the source does not compile.
+    """
+    command = [COMPILER, *FLAGS, *extra_cflags]
+    library = NativeLibrary(compile_cached(command, source, ".cpp", ".so", key=_machine()), name)
+    _built.append(library)
+    return library
+
+
+class NativeLibrary:
+    """A loaded shared library whose `extern "C"` functions are called by attribute."""
+
+    def __init__(self, path: Path, name: str = "kernel") -> None:
+        self.path = Path(path)
+        self.name = name
+        self._lib = ctypes.CDLL(str(self.path))
+        self._functions: dict[str, object] = {}
+
+    def __getattr__(self, symbol: str):
+        if symbol.startswith("_"):
+            raise AttributeError(symbol)
+        if symbol not in self._functions:
+            self._functions[symbol] = self._bind(symbol)
+        return self._functions[symbol]
+
+    def _bind(self, symbol: str):
+        try:
+            function = getattr(self._lib, symbol)
+        except AttributeError:
+            raise AttributeError(
+                f'{self.name}: no extern "C" function {symbol!r} in the library'
+            ) from None
+        function.restype = None
+        label = f"{self.name}.{symbol}"
+
+        def call(*args) -> None:
+            converted = [_c_argument(symbol, i, a) for i, a in enumerate(args)]
+            record_launch(label)
+            function(*converted)
+
+        call.__name__ = call.__qualname__ = symbol
+        return call
+
+    def __repr__(self) -> str:
+        return f"<NativeLibrary {self.name} at {self.path}>"
+
+
+def _c_argument(symbol: str, index: int, value):
+    if isinstance(value, torch.Tensor):
+        if value.device.type != "cpu":
+            raise TypeError(f"{symbol}: argument {index} is on {value.device}, not the CPU")
+        return ctypes.c_void_p(value.data_ptr())
+    if isinstance(value, int):  # bool included
+        return ctypes.c_int64(value)
+    if isinstance(value, float):
+        return ctypes.c_double(value)
+    raise TypeError(
+        f"{symbol}: argument {index} is a {type(value).__name__}; "
+        "pass torch.Tensor, int, bool or float"
+    )
+
+
+@functools.cache
+def _machine() -> str:
+    """The CPU model, part of the cache key because of -march=native."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line for line in f if line.startswith("model name")), "")
+    except OSError:
+        pass
+    return f"{platform.machine()} {model.strip()}"
+
+
+class CppAdapter(DslAdapter):
+    name = "cpp"
+    devices = ("cpu",)
+    description = "C++ with OpenMP on the CPU: build_library(...) or torch's load_inline."
+
+    def install_launch_counter(self, counter: LaunchCounter, device: str) -> None:
+        install(counter)
+
+    def compile_check(
+        self,
+        path: Path,
+        target: str = "cpu",
+        init_inputs: list | None = None,
+        inputs: list | None = None,
+    ) -> CompileReport:
+        """Import the candidate (which builds its library) and construct ModelNew."""
+        report = CompileReport(ok=False, target=target)
+        if target != "cpu":
+            report.message = f"cpp compiles for the cpu target only, not {target!r}"
+            return report
+        start = len(_built)
+        try:
+            module = import_file(Path(path))
+            module.ModelNew(*(init_inputs or []))
+        except Exception as exc:
+            report.message = str(exc) if is_build_error(exc) else describe_error(exc, path)
+            return report
+        libraries = _built[start:]
+        report.kernels = [lib.name for lib in libraries]
+        report.artifacts = (
+            {"so": sum(lib.path.stat().st_size for lib in libraries)} if libraries else {}
+        )
+        report.ok = True
+        return report
+
+    def is_compile_error(self, exc: BaseException) -> bool:
+        return is_build_error(exc)
+
+    def native_sources(self, source: str) -> list[NativeSource]:
+        return find_native_sources(source)
+
+    def version(self) -> str:
+        return (tool_version(COMPILER).splitlines() or [""])[0]
