@@ -180,6 +180,9 @@ def main() -> None:
         sys.exit(code if isinstance(code, int) else 0)
     except (TaskError, UsageError) as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        if "--json" in sys.argv:  # the JSON contract holds for errors too
+            kind = "invalid_task" if isinstance(exc, TaskError) else "usage"
+            print(json.dumps({"error": str(exc), "kind": kind}))
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

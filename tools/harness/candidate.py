@@ -19,6 +19,7 @@ from tools.harness import guards
 from tools.harness import reference as ref
 from tools.harness.config import PRECISIONS
 from tools.harness.exchange import as_output_list, load_values, save_values
+from tools.harness.stopwatch import watch
 from tools.harness.timing import time_loop
 from tools.harness.verdict import (
     COMPILE_ERROR,
@@ -57,10 +58,22 @@ def _run(spec: dict, checks: list[Check], report: dict) -> None:
     adapter.install_launch_counter(counter, device)
 
     init_inputs = load_values(in_dir / "init.pt")
-    model = _stage(adapter, "compile", lambda: _load(adapter, spec, init_inputs, precision))
+    with watch.stage("compile"):
+        model = _stage(adapter, "compile", lambda: _load(adapter, spec, init_inputs, precision))
     checks.append(Check(CheckName.COMPILE, True, "imported and constructed ModelNew"))
 
     recorder = guards.OpRecorder(counter)
+    with watch.stage("verify"):
+        verified = _verify(spec, model, adapter, counter, recorder, checks, report)
+    if verified and spec.get("profile"):
+        with watch.stage("profile"):
+            _profile(spec, model, adapter, device, precision, in_dir, out_dir, report)
+
+
+def _verify(spec, model, adapter, counter, recorder, checks, report) -> bool:
+    """Run every seed under the guards and write the outputs. False when the outputs are unusable."""
+    precision = PRECISIONS[spec["precision"]]
+    device, in_dir, out_dir = spec["device"], Path(spec["inputs_dir"]), Path(spec["out_dir"])
     for seed in spec["seeds"]:
         inputs = ref.device_inputs(load_values(in_dir / f"inputs_{seed}.pt"), device, precision)
         before = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
@@ -77,7 +90,7 @@ def _run(spec: dict, checks: list[Check], report: dict) -> None:
         problem = guards.plain_tensor_problem(outputs)
         if problem:
             checks.append(Check(CheckName.OUTPUT_TYPE, False, problem))
-            return
+            return False
         if snapshot is not None:
             _side_stream_check(checks, snapshot, outputs, seed)
         report["aliasing"] = report.get("aliasing", []) + [
@@ -89,9 +102,7 @@ def _run(spec: dict, checks: list[Check], report: dict) -> None:
         save_values(outputs, out_dir / f"outputs_{seed}.pt")
         report["outputs"][str(seed)] = f"outputs_{seed}.pt"
     report["ops"] = dict(recorder.ops)
-
-    if spec.get("profile"):
-        _profile(spec, model, adapter, device, precision, in_dir, out_dir, report)
+    return True
 
 
 def _load(adapter, spec: dict, init_inputs: list, precision) -> torch.nn.Module:

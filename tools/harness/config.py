@@ -56,9 +56,7 @@ class EvalConfig:
         return PRECISIONS[self.precision]
 
     def key_material(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.pop("timeout_s")
-        data.pop("max_rss_gb")
+        data = asdict(self)  # limits included: a timeout under one limit says nothing of another
         data["harness_version"] = HARNESS_VERSION
         return data
 

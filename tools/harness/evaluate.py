@@ -56,6 +56,7 @@ class Evaluation:
         fifo = _FifoClock(home / "clock") if clock else None
         if fifo:
             spec["clock"] = str(fifo.path)
+        spec["spawned_at"] = time.time()
         write_json(home / "spec.json", spec)
         threads = self.config.threads or os.cpu_count() or 1
         extra = {
@@ -76,7 +77,11 @@ class Evaluation:
         )
         self.phases[role] = round(time.monotonic() - started, 3)
         marks = fifo.close() if fifo else {}
-        return WorkerRun(process, read_json(home / "result.json"), marks)
+        result = read_json(home / "result.json")
+        for stage, seconds in ((result or {}).get("stages_s") or {}).items():
+            if isinstance(seconds, int | float):  # the candidate's figures are its own claim
+                self.phases[f"{role}.{stage}"] = seconds
+        return WorkerRun(process, result, marks)
 
     def _limit(self) -> float:
         return self.config.timeout_s

@@ -17,6 +17,7 @@ from tools.harness import reference as ref
 from tools.harness.compare import compare, is_constant
 from tools.harness.config import PRECISIONS
 from tools.harness.exchange import as_output_list, save_values
+from tools.harness.stopwatch import watch
 from tools.harness.verdict import TaskError
 from tools.task import TaskSource
 
@@ -30,20 +31,23 @@ def run(spec: dict) -> dict:
     task = TaskSource(Path(spec["task"]), spec["source"], spec["sets"])
     module = task.load_module()
 
-    estimate = estimate_on_meta(module)
-    check_fits(estimate, device, task)
+    with watch.stage("estimate"):
+        estimate = estimate_on_meta(module)
+        check_fits(estimate, device, task)
 
-    init_inputs = _call(lambda: ref.make_init_inputs(module), "get_init_inputs()", task)
-    save_values(init_inputs, out_dir / "init.pt")
-    inputs_by_seed = {}
-    for seed in [*spec["seeds"], *ref.TIMING_SEEDS]:
-        inputs = _call(lambda s=seed: ref.make_inputs(module, s), "get_inputs()", task)
-        save_values(inputs, out_dir / f"inputs_{seed}.pt")
-        inputs_by_seed[seed] = inputs
+    with watch.stage("inputs"):
+        init_inputs = _call(lambda: ref.make_init_inputs(module), "get_init_inputs()", task)
+        save_values(init_inputs, out_dir / "init.pt")
+        inputs_by_seed = {}
+        for seed in [*spec["seeds"], *ref.TIMING_SEEDS]:
+            inputs = _call(lambda s=seed: ref.make_inputs(module, s), "get_inputs()", task)
+            save_values(inputs, out_dir / f"inputs_{seed}.pt")
+            inputs_by_seed[seed] = inputs
 
     meta: dict[str, Any] = {"warnings": [], **estimate}
     if spec.get("validate", True):
-        meta.update(validate(module, init_inputs, inputs_by_seed, spec, task))
+        with watch.stage("validate"):
+            meta.update(validate(module, init_inputs, inputs_by_seed, spec, task))
     return {"ok": True, "meta": meta}
 
 

@@ -95,8 +95,9 @@ def time_loop(
     for i in range(iters):
         refresh_inputs(live_inputs, pool, i)
         flush()
-        sync()
         if cuda:
+            # No sync here: the flush runs on the same stream, so the call still starts cold,
+            # and the host-side launch cost overlaps the flush, as in triton's do_bench.
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             output = call()
@@ -104,6 +105,7 @@ def time_loop(
             torch.cuda.synchronize()
             samples.append(start.elapsed_time(end))
         else:
+            sync()
             t0 = time.perf_counter()
             output = call()
             samples.append((time.perf_counter() - t0) * 1e3)

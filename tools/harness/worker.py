@@ -10,10 +10,12 @@ import importlib
 import os
 import sys
 import threading
+import time
 import traceback
 from pathlib import Path
 
 from tools.harness.exchange import read_json, write_json
+from tools.harness.stopwatch import watch
 from tools.harness.verdict import TaskError
 
 ROLES = {
@@ -28,6 +30,7 @@ SELF_LIMIT_EXIT = 124
 def main(argv: list[str]) -> int:
     role, spec_path = argv[0], Path(argv[1])
     spec = read_json(spec_path) or {}
+    startup_s = time.time() - spec.get("spawned_at", time.time())  # Python + torch import
     limit = spec.get("self_limit_s")
     if limit:
         timer = threading.Timer(limit, os._exit, args=(SELF_LIMIT_EXIT,))
@@ -35,11 +38,14 @@ def main(argv: list[str]) -> int:
         timer.start()
     result_path = Path(spec["result"])
     try:
-        result = importlib.import_module(ROLES[role]).run(spec)
+        with watch.stage("import_role"):
+            role_module = importlib.import_module(ROLES[role])
+        result = role_module.run(spec)
     except TaskError as exc:
         result = {"task_error": str(exc)}
     except Exception as exc:  # noqa: BLE001 - reported to the parent as data
         result = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+    result["stages_s"] = {"startup": round(startup_s, 4), **watch.seconds}
     write_json(result_path, result)
     sys.stdout.flush()
     sys.stderr.flush()
