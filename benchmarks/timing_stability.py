@@ -22,10 +22,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--examples", nargs="*", help="example names (default: all Triton ones)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     config = EvalConfig(dsl="triton", device=args.device, seeds=1)
     for name, kernel_file in TRITON_EXAMPLES:
+        if args.examples and name not in args.examples:
+            continue
         task, kernel = example(name, kernel_file)
         kernel_ms, eager_ms = [], []
         for _ in range(args.repeats):
