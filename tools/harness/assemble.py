@@ -219,6 +219,18 @@ def _judge_checks(judge, fail, checks) -> None:
 def _timing_check(report: dict, marks: dict, judge, fail, checks) -> None:
     """Claimed times must be consistent with the wall clock the parent measured."""
     claimed = report["timing"]
+    if claimed.get("side_stream_suspected"):
+        fail(
+            CheckName.NO_SIDE_STREAM,
+            "the GPU stayed busy after forward's stream had finished (work left on a side "
+            "stream, not ordered with the caller's)",
+        )
+    if report.get("timing_launches", 0) < claimed["iterations"]:
+        fail(
+            CheckName.KERNEL_LAUNCHED,
+            f"only {report.get('timing_launches', 0)} kernel launches in {claimed['iterations']} "
+            f"timed calls: results were served without running a kernel",
+        )
     if "start" not in marks or "end" not in marks:
         fail(
             CheckName.TIMING_CONSISTENT,
