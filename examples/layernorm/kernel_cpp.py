@@ -1,0 +1,60 @@
+"""C++ (OpenMP): LayerNorm over the last dimension, rows in parallel.
+
+Per row: a SIMD sum for the mean, a second sweep for the variance of the centred values (exact
+even when the mean is large, unlike E[x^2] - E[x]^2), then one sweep that normalises and applies
+the affine weight and bias. The row stays in cache between sweeps.
+"""
+
+import torch
+import torch.nn as nn
+
+from tools.dsl.cpp import build_library
+
+SOURCE = r"""
+#include <cmath>
+#include <cstdint>
+
+extern "C" void layernorm_rows(const float* x, const float* w, const float* b, float* y,
+                               int64_t rows, int64_t cols, double eps) {
+    const float inv_n = 1.0f / static_cast<float>(cols);
+    #pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x + r * cols;
+        float* yr = y + r * cols;
+        float sum = 0.0f;
+        #pragma omp simd reduction(+ : sum)
+        for (int64_t j = 0; j < cols; ++j) sum += xr[j];
+        const float mean = sum * inv_n;
+        float sq = 0.0f;
+        #pragma omp simd reduction(+ : sq)
+        for (int64_t j = 0; j < cols; ++j) {
+            const float d = xr[j] - mean;
+            sq += d * d;
+        }
+        const float rstd = 1.0f / std::sqrt(sq * inv_n + static_cast<float>(eps));  // biased var
+        #pragma omp simd
+        for (int64_t j = 0; j < cols; ++j) yr[j] = (xr[j] - mean) * rstd * w[j] + b[j];
+    }
+}
+"""
+
+_lib = build_library(SOURCE, name="layernorm_rows")
+
+
+class ModelNew(nn.Module):
+    def __init__(self, hidden, eps):
+        super().__init__()
+        # Same module and the same random draws as Model, so the seeded parameters match.
+        self.norm = nn.LayerNorm(hidden, eps=eps)
+        with torch.no_grad():
+            self.norm.weight.copy_(1.0 + 0.1 * torch.randn(hidden))
+            self.norm.bias.copy_(0.1 * torch.randn(hidden))
+
+    def forward(self, x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        cols = x.shape[-1]
+        _lib.layernorm_rows(
+            x, self.norm.weight, self.norm.bias, y, x.numel() // cols, cols, float(self.norm.eps)
+        )
+        return y

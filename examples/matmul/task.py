@@ -1,0 +1,24 @@
+"""Matrix product C = A @ B in fp32, A is (M, K) and B is (K, N)."""
+
+import torch
+import torch.nn as nn
+
+M = 4096
+N = 4096
+K = 4096
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a, b):
+        return torch.matmul(a, b)
+
+
+def get_inputs():
+    return [torch.randn(M, K), torch.randn(K, N)]
+
+
+def get_init_inputs():
+    return []

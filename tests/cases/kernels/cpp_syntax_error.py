@@ -1,0 +1,23 @@
+"""C++ kernel that g++ rejects (a missing semicolon): compile_error, with g++'s message."""
+
+import torch
+import torch.nn as nn
+
+from tools.dsl.cpp import build_library
+
+SOURCE = r"""
+#include <cstdint>
+
+extern "C" void scale_add(const float* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * 2.0f + 1.0f
+}
+"""
+
+_lib = build_library(SOURCE, name="scale_add_syntax_error")
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        _lib.scale_add(x, y, x.numel())
+        return y

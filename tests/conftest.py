@@ -1,0 +1,90 @@
+"""Shared test setup.
+
+Every test session gets one kernelgraph cache directory of its own (evaluation verdicts, C++
+builds, Triton kernels, measured CPU peaks), so tests never read or write ~/.cache and C++
+builds are shared by all the evaluations of a session. `run_case` evaluates a task and a kernel
+from tests/cases/ through the harness's Python API.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+CASES = Path(__file__).resolve().parent / "cases"
+
+
+_saved_environ: dict[str, str | None] = {}
+_session_cache: Path | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Before collection, so that not even import-time code reaches ~/.cache."""
+    global _session_cache
+    _session_cache = Path(tempfile.mkdtemp(prefix="kernelgraph-test-cache-"))
+    _export("KERNELGRAPH_CACHE_DIR", str(_session_cache))
+    from tools.harness.cache import shared_build_env
+
+    for name, value in shared_build_env().items():  # build, Triton, inductor caches
+        _export(name, value)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for name, value in _saved_environ.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    _saved_environ.clear()
+    if _session_cache is not None:
+        shutil.rmtree(_session_cache, ignore_errors=True)
+
+
+def _export(name: str, value: str) -> None:
+    _saved_environ.setdefault(name, os.environ.get(name))
+    os.environ[name] = value
+
+
+@pytest.fixture(scope="session")
+def kernelgraph_cache() -> Path:
+    """This session's kernelgraph cache directory (evaluations, builds, CPU peaks)."""
+    assert _session_cache is not None
+    return _session_cache
+
+
+@pytest.fixture(scope="session")
+def cases() -> Path:
+    return CASES
+
+
+def case_path(kind: str, name: str | Path) -> Path:
+    """A case by name ("scale_add") or an explicit path (a file a test wrote)."""
+    return name if isinstance(name, Path) else CASES / kind / f"{name}.py"
+
+
+@pytest.fixture(scope="session")
+def run_case(tmp_path_factory: pytest.TempPathFactory):
+    """evaluate(task, kernel) with a fresh verdict cache: it always runs.
+
+    Defaults suit this 2-core box: C++ on the CPU, two seeds, no timing. Keyword arguments
+    override EvalConfig fields.
+    """
+    from tools.harness.cache import EvalCache
+    from tools.harness.config import EvalConfig
+    from tools.harness.evaluate import evaluate
+
+    def run(task: str | Path, kernel: str | Path, **overrides):
+        settings = {"dsl": "cpp", "device": "cpu", "seeds": 2, "profile": False, **overrides}
+        return evaluate(
+            case_path("tasks", task),
+            case_path("kernels", kernel),
+            EvalConfig(**settings),
+            cache=EvalCache(tmp_path_factory.mktemp("evals")),
+            use_cache=False,
+        )
+
+    return run

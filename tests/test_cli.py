@@ -1,0 +1,202 @@
+"""The `kernelgraph evaluate` contract, through the real command line in a subprocess.
+
+--json: exactly one JSON object, on the last (and only) line of stdout. Exit codes: 0 passed,
+1 any other verdict, 2 bad usage or an invalid task (a readable message on stderr, no
+traceback). A repeated evaluation is served from the cache; --store records it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from state.store import open_store
+from tools.task import TaskSource
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMING_FIELDS = {
+    "kernel_ms",
+    "eager_ms",
+    "torch_compile_ms",
+    "speedup_vs_eager",
+    "speedup_vs_compile",
+    "spread_pct",
+}
+VERDICT_FIELDS = {
+    "status",
+    "checks",
+    "failure",
+    "message",
+    "policy",
+    "precision",
+    "timing",
+    "sol_pct",
+    "env",
+}
+
+
+def kernelgraph(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`kernelgraph ...` from `cwd` (so that nothing lands in the checkout)."""
+    environ = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    environ.pop("KERNELGRAPH_DEBUG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "graph.cli", *args],
+        cwd=cwd,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def json_line(proc: subprocess.CompletedProcess) -> dict:
+    lines = proc.stdout.splitlines()
+    assert lines, f"nothing on stdout; stderr:\n{proc.stderr}"
+    assert len(lines) == 1, f"stdout holds more than the JSON line:\n{proc.stdout}"
+    return json.loads(lines[-1])
+
+
+def assert_readable_error(proc: subprocess.CompletedProcess, fragment: str) -> None:
+    message = proc.stderr.strip()
+    assert message.startswith("error:"), message
+    assert fragment in " ".join(message.split())  # rich wraps long lines
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert "\n\n" not in message  # one paragraph
+
+
+def evaluate_args(cases: Path, task: str, kernel: str, *extra: str) -> list[str]:
+    return [
+        "evaluate",
+        str(cases / "tasks" / f"{task}.py"),
+        str(cases / "kernels" / f"{kernel}.py"),
+        "--dsl",
+        "cpp",
+        "--device",
+        "cpu",
+        "--seeds",
+        "2",
+        "--json",
+        *extra,
+    ]
+
+
+@pytest.fixture(scope="module")
+def stored_run(kernelgraph_cache, cases, tmp_path_factory):
+    """One real, profiled evaluation of a correct kernel, recorded in a fresh store."""
+    workdir = tmp_path_factory.mktemp("cli")
+    db = workdir / "runs.db"
+    args = evaluate_args(cases, "scale_add", "cpp_scale_add", "--no-cache", "--store")
+    proc = kernelgraph(*args, "--db", str(db), cwd=workdir)
+    return proc, db, workdir
+
+
+def test_passed_verdict_json_contract(stored_run):
+    proc, _, _ = stored_run
+    assert proc.returncode == 0, proc.stderr
+    verdict = json_line(proc)
+    assert VERDICT_FIELDS <= verdict.keys()
+    assert TIMING_FIELDS <= verdict["timing"].keys()
+    assert verdict["status"] == "passed" and verdict["failure"] is None
+    assert (verdict["policy"], verdict["precision"]) == ("strict", "fp32")
+    assert all(check["passed"] for check in verdict["checks"])
+    timing = verdict["timing"]
+    assert timing["kernel_ms"] > 0 and timing["eager_ms"] > 0
+    assert timing["speedup_vs_eager"] == pytest.approx(timing["eager_ms"] / timing["kernel_ms"])
+    assert timing["torch_compile_ms"] is None and timing["speedup_vs_compile"] is None
+    assert timing["spread_pct"] >= 0
+    assert verdict["sol_pct"] is None or verdict["sol_pct"] > 0
+    assert verdict["env"]["device"] == "cpu" and verdict["env"]["torch_version"]
+    assert verdict["cached"] is False
+
+
+def test_store_records_the_run(stored_run):
+    proc, db, workdir = stored_run
+    assert proc.returncode == 0, proc.stderr
+    verdict = json_line(proc)
+    store = open_store(db)
+    try:
+        runs = store.list_runs()
+        assert len(runs) == 1
+        assert runs[0]["kind"] == "evaluate" and runs[0]["status"] == "passed"
+        evaluations = store.evaluations_for_run(runs[0]["id"])
+        assert [e["status"] for e in evaluations] == ["passed"]
+        assert evaluations[0]["cache_key"] == verdict["cache_key"]
+        assert evaluations[0]["kernel_ms"] == pytest.approx(verdict["timing"]["kernel_ms"])
+    finally:
+        store.close()
+    assert not (workdir / "runs").exists()  # --db was honoured
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="harness bug: graph/cli.py _record passes task_hash=verdict.cache_key to "
+    "store.create_run, so runs.task_hash holds the evaluation's cache key (code + task + "
+    "config, 32 hex digits) instead of the task's hash (TaskSource.hash, 64 hex digits)",
+)
+def test_store_keys_the_run_by_the_task_hash(stored_run, cases):
+    _, db, _ = stored_run
+    store = open_store(db)
+    try:
+        run = store.list_runs()[0]
+    finally:
+        store.close()
+    assert run["task_hash"] == TaskSource.read(cases / "tasks/scale_add.py").hash
+
+
+def test_second_identical_evaluate_is_served_from_the_cache(stored_run, cases, tmp_path):
+    proc, _, _ = stored_run
+    first = json_line(proc)
+    # Were anything to run, it would need a work directory; this one does not exist.
+    again = kernelgraph(
+        *evaluate_args(cases, "scale_add", "cpp_scale_add"),
+        cwd=tmp_path,
+        env={"KERNELGRAPH_WORK_DIR": str(tmp_path / "missing")},
+    )
+    assert again.returncode == 0, again.stderr
+    verdict = json_line(again)
+    assert verdict["cached"] is True
+    assert verdict["cache_key"] == first["cache_key"]
+    assert verdict["timing"] == first["timing"]
+
+
+def test_other_verdict_exits_1(cases, tmp_path):
+    proc = kernelgraph(*evaluate_args(cases, "scale_add", "torch_softmax"), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    verdict = json_line(proc)
+    assert verdict["status"] == "rejected"
+    assert verdict["failure"]["check"] == "static_python"
+
+
+@pytest.mark.parametrize(
+    "task, kernel, extra, fragment",
+    [
+        # a repeated option takes its last value, as in click
+        ("scale_add", "cpp_scale_add", ["--dsl", "fortran"], "unknown DSL 'fortran'"),
+        ("scale_add", "cpp_scale_add", ["--device", "cuda"], "--dsl cpp runs on cpu"),
+        ("scale_add", "cpp_scale_add", ["--seeds", "0"], "--seeds must be at least 1"),
+        ("scale_add", "cpp_scale_add", ["--precision", "fp64"], "--precision must be one of"),
+        (
+            "scale_add",
+            "cpp_scale_add",
+            ["--set", "BATCH=4"],
+            "Its size constants are: ROWS=64, COLS=256",
+        ),
+        ("scale_add", "cpp_scale_add", ["--set", "ROWS=four"], "is not a Python literal"),
+        ("no_such_task", "cpp_scale_add", [], "cannot read task file"),
+        ("scale_add", "no_such_kernel", [], "cannot read kernel file"),
+        ("bad_no_get_inputs", "cpp_scale_add", [], "does not define get_inputs"),
+        ("bad_reference_raises", "cpp_scale_add", [], "the reference raises in Model.forward"),
+    ],
+)
+def test_bad_usage_and_invalid_tasks_exit_2_with_a_readable_message(
+    task, kernel, extra, fragment, cases, tmp_path
+):
+    proc = kernelgraph(*evaluate_args(cases, task, kernel, *extra), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert_readable_error(proc, fragment)
+    assert "error" in json_line(proc)  # --json: even an error is one JSON line
