@@ -18,7 +18,7 @@ from rich.console import Console
 from graph.report import render_compile, render_verdict
 from tools.harness.config import EvalConfig
 from tools.harness.verdict import TaskError, UsageError
-from tools.task import parse_sets
+from tools.task import TaskSource, parse_sets
 
 app = typer.Typer(
     add_completion=False,
@@ -161,7 +161,7 @@ def _record(db: Path | None, task: Path, kernel: Path, config: EvalConfig, verdi
     run_id = store.create_run(
         kind="evaluate",
         task_path=str(task),
-        task_hash=verdict.cache_key,
+        task_hash=TaskSource.read(task, config.sets).hash,
         dsl=config.dsl,
         device=config.device,
         config=config.key_material(),

@@ -132,12 +132,6 @@ def test_store_records_the_run(stored_run):
     assert not (workdir / "runs").exists()  # --db was honoured
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="harness bug: graph/cli.py _record passes task_hash=verdict.cache_key to "
-    "store.create_run, so runs.task_hash holds the evaluation's cache key (code + task + "
-    "config, 32 hex digits) instead of the task's hash (TaskSource.hash, 64 hex digits)",
-)
 def test_store_keys_the_run_by_the_task_hash(stored_run, cases):
     _, db, _ = stored_run
     store = open_store(db)

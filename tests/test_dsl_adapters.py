@@ -17,6 +17,7 @@ from tools.dsl import DslAdapter, LaunchCounter, get_adapter, inline_ext, names
 from tools.dsl.base import import_file
 from tools.dsl.cpp import NativeBuildError, build_library
 from tools.dsl.cuda import nvcc
+from tools.harness.op_policy import violations
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -278,8 +279,10 @@ def test_triton_interpreter_launches_are_counted(candidate):
     result = json.loads(proc.stdout.splitlines()[-1])
     assert result["correct"]
     assert result["names"] == {"add_kernel": 2, "double_kernel": 2}
-    # The interpreter's own tensor ops are internal; only the candidate's allocations remain.
-    assert result["ops"] == ["aten.empty_like.default"] * 4
+    # The interpreter's own tensor ops stay recorded (so torch smuggled into a kernel body is
+    # seen), and they are all layout ops that the strict policy allows.
+    assert result["ops"].count("aten.empty_like.default") == 4
+    assert violations(result["ops"], "strict") == []
 
 
 @pytest.mark.parametrize("target", ["sm_90a", "sm_80"])

@@ -106,13 +106,6 @@ def test_cpp_syntax_error_is_compile_error_with_compiler_message(run_case):
     assert "judge" not in verdict.phases_s
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="harness bug: under the CPU interpreter a Triton type error is raised as "
-    "triton.runtime.errors.InterpreterError (wrapping IncompatibleTypeErrorImpl), which "
-    "TritonAdapter.is_compile_error (tools/dsl/triton.py, _COMPILE_ERRORS) does not list, so "
-    "the verdict is `crashed` instead of `compile_error`",
-)
 def test_triton_type_error_is_compile_error(run_case):
     verdict = run_case("scale_add", "triton_type_error", dsl="triton")
     assert_failure(verdict, COMPILE_ERROR, CheckName.COMPILE)

@@ -67,7 +67,7 @@ def test_bad_set_is_a_usage_error(item, fragment):
 
 def test_derived_constants_follow_an_override(cases, load):
     task = TaskSource.read(cases / "tasks/derived.py", {"N": 8})
-    assert task.constants == {"N": 8, "SHAPE": (4, 8)}  # M = N * 2 is derived, not a literal
+    assert task.constants == {"N": 8, "M": 16, "SHAPE": (4, 8)}  # M = N * 2 follows N
     module = load(task)
     assert (module.N, module.M) == (8, 16)
     assert module.get_inputs()[0].shape == (16,)
@@ -104,14 +104,6 @@ def test_unknown_set_name_is_a_usage_error_listing_the_constants(cases):
     assert "N=64" in message and "SHAPE=(4, 8)" in message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="harness bug: tools/task.py size_constants() keeps only ast.literal_eval-able "
-    "assignments, so a constant written `N = 2**20` is missing from TaskSource.constants, from "
-    "the unknown --set error ('Its size constants are: none.') and from the too-big task "
-    "message in tools/harness/prepare.py check_fits ('... size constants (none)'), although "
-    "--set N=... does rewrite it",
-)
 def test_constants_written_as_expressions_are_listed(cases):
     task = TaskSource.read(cases / "tasks/expression_constant.py")
     assert task.constants.get("N") == 2**20

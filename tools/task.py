@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import operator
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,18 +39,45 @@ def parse_sets(items: list[str] | None) -> dict[str, Any]:
     return sets
 
 
+_ARITHMETIC = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
+}
+
+
 def size_constants(source: str) -> dict[str, Any]:
-    """Module-level `NAME = <literal>` assignments: the task's size constants."""
+    """Module-level constants: literals, and arithmetic on literals and earlier constants
+    (`N = 2**20`, `M = N * 2`). Nothing is executed."""
     constants: dict[str, Any] = {}
     for node in _parse(source).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]
             if isinstance(target, ast.Name):
                 try:
-                    constants[target.id] = ast.literal_eval(node.value)
-                except ValueError:
+                    constants[target.id] = _constant_value(node.value, constants)
+                except (ValueError, TypeError, ArithmeticError):
                     continue
     return constants
+
+
+def _constant_value(node: ast.AST, known: dict[str, Any]) -> Any:
+    if isinstance(node, ast.Name) and node.id in known:
+        return known[node.id]
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+        left, right = _constant_value(node.left, known), _constant_value(node.right, known)
+        if isinstance(node.op, ast.Pow) and abs(right) > 64:
+            raise ValueError("exponent too large to evaluate statically")
+        return _ARITHMETIC[type(node.op)](left, right)
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _ARITHMETIC:
+        return _ARITHMETIC[type(node.op)](_constant_value(node.operand, known))
+    return ast.literal_eval(node)
 
 
 def assigned_names(source: str) -> list[str]:

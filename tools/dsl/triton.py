@@ -31,7 +31,9 @@ _COMPILE_ERRORS = (
     "triton.compiler.errors.CompilationError",
     "triton.runtime.errors.PTXASError",
     "triton.runtime.errors.OutOfResources",  # the autotuner treats it like a failed compile
+    "triton.language.semantic.IncompatibleTypeErrorImpl",  # raised directly by the interpreter
 )
+_INTERPRETER_ERROR = "triton.runtime.errors.InterpreterError"
 
 
 def _launch_name(fn, args, kwargs) -> str | None:
@@ -52,8 +54,9 @@ class TritonAdapter(DslAdapter):
         from triton.runtime.jit import JITFunction
 
         patch_launches(JITFunction, "run", counter, _launch_name)
-        # The interpreter executes the kernel with torch ops of its own: not the candidate's.
-        patch_launches(InterpretedFunction, "run", counter, _launch_name, internal=True)
+        # The interpreter's own torch use is layout-only (free ops), so ops inside an interpreted
+        # kernel stay recorded: torch compute smuggled into a kernel body is seen.
+        patch_launches(InterpretedFunction, "run", counter, _launch_name)
         # Benchmarking configs (cache flushes, timing launches) is tuning, not the forward. The
         # interpreter cannot time configs (no driver): it takes the first one.
         bench = _as_internal if device == "cuda" else _first_config
@@ -83,6 +86,9 @@ class TritonAdapter(DslAdapter):
         return report
 
     def is_compile_error(self, exc: BaseException) -> bool:
+        # The interpreter wraps what the compiler would have refused (a type error, say).
+        while raised_as(exc, _INTERPRETER_ERROR) and exc.__cause__ is not None:
+            exc = exc.__cause__
         return raised_as(exc, *_COMPILE_ERRORS)
 
     def notes(self, device: str, dtypes: set[str]) -> list[str]:

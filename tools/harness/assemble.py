@@ -53,7 +53,7 @@ def static_verdict(static: StaticFailure, config: EvalConfig) -> Verdict:
     else:
         check, status = static.check, REJECTED
     message = static.message()
-    verdict = _base(config, status, message)
+    verdict = _base(config, status, f"{status}: {message}")
     verdict.checks = [Check(check, False, message)]
     verdict.failure = Failure(check=check, message=message)
     return verdict
@@ -351,7 +351,12 @@ def _dominant_dtype(meta: dict) -> str:
 def _message(verdict: Verdict, config: EvalConfig) -> str:
     if verdict.status != PASSED:
         failure = verdict.failure
-        return f"{verdict.status}: {failure.message.splitlines()[0] if failure else ''}"
+        first_line = failure.message.splitlines()[0] if failure else ""
+        if first_line.startswith(f"{verdict.status.replace('_', ' ')}") or first_line.startswith(
+            verdict.status
+        ):
+            return first_line
+        return f"{verdict.status}: {first_line}"
     t = verdict.timing
     parts = [f"passed {config.seeds} seeds under the {config.policy} policy"]
     if t.kernel_ms is not None:

@@ -15,7 +15,14 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from tools import roofline
 from tools.harness import reference as ref
-from tools.harness.compare import ArgReduction, Mismatch, compare, is_constant
+from tools.harness.compare import (
+    ArgReduction,
+    Mismatch,
+    compare,
+    is_constant,
+    tracks_reference,
+    within_tolerance_only,
+)
 from tools.harness.config import PRECISIONS
 from tools.harness.env_info import collect_env
 from tools.harness.exchange import as_output_list, load_values
@@ -109,9 +116,18 @@ def _judge_one(module, model, seed, path: Path, spec: dict, kind: str) -> dict[s
         if mismatch is not None:
             entry.update(_mismatch_entry(mismatch, i, g.shape != e.shape))
             return entry
+        if within_tolerance_only(e, precision.atol) and not tracks_reference(g, e):
+            entry.update(
+                check="non_constant_output",
+                shape=list(e.shape),
+                message=f"output {i} does not follow the reference's values, which are all "
+                f"within atol of zero, so the tolerance alone would have let it pass",
+            )
+            return entry
         if is_constant(g) and not is_constant(e):
             entry.update(
                 check="non_constant_output",
+                shape=list(e.shape),
                 message=f"output {i} is constant while the reference's is not (it passes the "
                 f"tolerance only because the values are tiny)",
             )

@@ -26,6 +26,8 @@ from tools.harness.static_rules import (  # noqa: F401 - Finding and RULES are r
     _EXT_BUILDERS,
     _FILE_METHODS,
     _FORBIDDEN_ATTRS,
+    _HOST_METHODS,
+    _HOST_TENSOR_BUILDERS,
     _KERNEL_DECORATORS,
     _MAIN_EXEMPT,
     _MODULE_CALLS,
@@ -348,11 +350,22 @@ class _Checker(ast.NodeVisitor):
                 self.add(TORCH_COMPUTE, node, f"constructs {label} outside __init__")
         elif kind and not self.in_init:
             self._compute(node, kind, label)
+        if not (self.in_init or self.in_kernel):
+            self._check_host_roundtrip(node, func)
         if getattr(func, "id", None) in self.computing_classes and not self.in_init:
             self.add(INIT_REENTRY, node, f"constructs {func.id}, whose __init__ runs torch ops")
         if _lit_getattr(node) and self._maximal(node):
             self._check_chain(node)
         self.generic_visit(node)
+
+    def _check_host_roundtrip(self, node: ast.Call, func: ast.AST) -> None:
+        """Tensor data pulled into Python (or Python data made a tensor) is host compute."""
+        path = self.resolve(func) or ""
+        attr = func.attr if isinstance(func, ast.Attribute) else ""
+        if attr in _HOST_METHODS and not self._extension(func.value):
+            self.add(NOT_DSL, node, f".{attr}() moves tensor data into Python to compute there")
+        elif path in _HOST_TENSOR_BUILDERS:
+            self.add(NOT_DSL, node, f"{path} builds a tensor from host data outside __init__")
 
     def _check_builtin_call(self, node: ast.Call, name: str) -> None:
         if name in ("setattr", "delattr") and node.args:

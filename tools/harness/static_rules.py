@@ -81,6 +81,8 @@ _TORCH_HELPERS = _words(
     "tensor as_tensor manual_seed seed is_tensor is_floating_point is_complex get_default_dtype "
     "no_grad inference_mode enable_grad set_grad_enabled is_grad_enabled promote_types "
     "result_type can_cast broadcast_shapes device finfo iinfo get_default_device")
+_HOST_METHODS = _words("tolist numpy")  # forward may not compute on the host
+_HOST_TENSOR_BUILDERS = _words("torch.tensor torch.as_tensor torch.from_numpy torch.asarray")
 _SHARED_METHODS = _words("add sort")  # set.add, list.sort: left to the runtime recorder
 _TORCH_FREE_NAMESPACES = _words("cuda backends version utils")  # forbidden parts: _PATH_GROUPS
 _NN_HOLDERS = _words("Module Parameter Buffer ParameterList ParameterDict ModuleList ModuleDict "
