@@ -50,14 +50,14 @@ def run(spec: dict) -> dict:
 def _run(spec: dict, checks: list[Check], report: dict) -> None:
     precision = PRECISIONS[spec["precision"]]
     device, in_dir, out_dir = spec["device"], Path(spec["inputs_dir"]), Path(spec["out_dir"])
-    ref.set_precision_flags(precision)
-    ref.set_threads(spec.get("threads", 0))
-    guards.poison_uninitialized_memory()
-    adapter = get_adapter(spec["dsl"])
-    counter = LaunchCounter()
-    adapter.install_launch_counter(counter, device)
-
-    init_inputs = load_values(in_dir / "init.pt")
+    with watch.stage("setup"):  # importing the DSL, patching its launcher, loading init args
+        ref.set_precision_flags(precision)
+        ref.set_threads(spec.get("threads", 0))
+        guards.poison_uninitialized_memory()
+        adapter = get_adapter(spec["dsl"])
+        counter = LaunchCounter()
+        adapter.install_launch_counter(counter, device)
+        init_inputs = load_values(in_dir / "init.pt")
     with watch.stage("compile"):
         model = _stage(adapter, "compile", lambda: _load(adapter, spec, init_inputs, precision))
     checks.append(Check(CheckName.COMPILE, True, "imported and constructed ModelNew"))

@@ -7,6 +7,9 @@ time the baselines). No candidate code ever runs in this process. Standard libra
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import os
 import select
 import shutil
@@ -121,9 +124,11 @@ def evaluate(
     if static is not None:
         verdict = static_verdict(static, config)
     else:
-        verdict = _run_workers(task, kernel, config, adapter)
+        verdict = _run_workers(task, kernel, config, adapter, cache)
         if config.extra_shapes:
-            verdict.extra_shapes = check_extra_shapes(task, kernel, config, _run_workers, adapter)
+            verdict.extra_shapes = check_extra_shapes(
+                task, kernel, config, functools.partial(_run_workers, cache=cache), adapter
+            )
     verdict.cache_key = key
     verdict.isolation = isolation().describe()
     if not verdict.isolation["secrets_protected"]:
@@ -132,16 +137,30 @@ def evaluate(
     return verdict
 
 
-def _run_workers(task: TaskSource, kernel: Path, config: EvalConfig, adapter) -> Verdict:
+def _run_workers(
+    task: TaskSource, kernel: Path, config: EvalConfig, adapter, cache: EvalCache
+) -> Verdict:
     from tools.harness.reference import verification_seeds
 
     seeds = verification_seeds(config.seeds)
     ev = Evaluation(task, kernel, config)
     try:
+        task_key = task_cache_key(task, config, seeds)
+        known = cache.get(task_key)  # a task validated before needs only its inputs written
         prep = ev.worker(
-            "prepare", {**ev.base_spec(), "seeds": seeds, "out_dir": str(ev.dir / "prepare")}
+            "prepare",
+            {
+                **ev.base_spec(),
+                "seeds": seeds,
+                "out_dir": str(ev.dir / "prepare"),
+                "validate": known is None,
+            },
         )
-        meta = _prepare_meta(prep, task)
+        meta = known or _prepare_meta(prep, task)
+        if known is None:
+            cache.put(task_key, meta)
+        else:
+            _prepare_meta(prep, task)  # still raises if writing the inputs failed
         (ev.dir / "prepare" / "spec.json").unlink()  # it holds the task source
         cand_spec = {
             "device": config.device,
@@ -180,6 +199,12 @@ def _run_workers(task: TaskSource, kernel: Path, config: EvalConfig, adapter) ->
         return verdict
     finally:
         ev.close()
+
+
+def task_cache_key(task: TaskSource, config: EvalConfig, seeds: list[int]) -> str:
+    """What a task's validation depends on: its source and sizes, device, precision, seeds."""
+    material = [task.hash, config.device, config.precision, seeds, config.threads]
+    return "task-" + hashlib.sha256(json.dumps(material).encode()).hexdigest()[:32]
 
 
 def _prepare_meta(prep: WorkerRun, task: TaskSource) -> dict:
