@@ -26,7 +26,7 @@ from tools.harness.cache import EvalCache, shared_build_env
 from tools.harness.config import EvalConfig, cache_key
 from tools.harness.exchange import read_json, work_root, write_json
 from tools.harness.extra_shapes import check_extra_shapes
-from tools.harness.sandbox import Limits, ProcessResult, isolation, run_sandboxed, scrubbed_env
+from tools.harness.sandbox import Limits, ProcessResult, Sandboxed, isolation, scrubbed_env
 from tools.harness.static_gate import run_static_checks
 from tools.harness.verdict import TaskError, UsageError, Verdict
 from tools.task import TaskSource
@@ -41,6 +41,15 @@ class WorkerRun:
     marks: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass
+class PendingWorker:
+    role: str
+    home: Path
+    process: Sandboxed
+    fifo: _FifoClock | None
+    started: float
+
+
 class Evaluation:
     """One evaluation's work directory and workers."""
 
@@ -48,14 +57,32 @@ class Evaluation:
         self.task, self.kernel, self.config = task, kernel, config
         self.dir = Path(tempfile.mkdtemp(prefix="kg-eval-", dir=work_root()))
         self.phases: dict[str, float] = {}
+        self.pending: list[PendingWorker] = []
 
     def close(self) -> None:
+        for pending in self.pending:  # e.g. a judge left waiting for a candidate that failed
+            pending.process.kill()
+            pending.process.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def worker(self, role: str, spec: dict, env: dict | None = None, clock=False) -> WorkerRun:
+        return self.finish(self.start(role, spec, env, clock))
+
+    def start(
+        self,
+        role: str,
+        spec: dict,
+        env: dict | None = None,
+        clock=False,
+        private: dict | None = None,
+    ) -> PendingWorker:
+        """Start a worker. With `private`, that part of its spec goes through its stdin (never
+        a file another worker could read), and the worker later waits there for `go()`."""
+        wait_for_go = private is not None
         home = self.dir / role
         home.mkdir(exist_ok=True)
-        spec = {**spec, "result": str(home / "result.json"), "self_limit_s": self._limit() + 30}
+        limit = self._limit() * (2 if wait_for_go else 1)  # waiting counts against its clock
+        spec = {**spec, "result": str(home / "result.json"), "self_limit_s": limit + 30}
         fifo = _FifoClock(home / "clock") if clock else None
         if fifo:
             spec["clock"] = str(fifo.path)
@@ -70,17 +97,30 @@ class Evaluation:
             **shared_build_env(),
             **(env or {}),
         }
-        started = time.monotonic()
-        process = run_sandboxed(
+        process = Sandboxed(
             [sys.executable, "-m", "tools.harness.worker", role, str(home / "spec.json")],
             cwd=home,
             env=scrubbed_env(extra, home),
-            limits=Limits(self._limit(), int(self.config.max_rss_gb * 2**30)),
+            limits=Limits(limit, int(self.config.max_rss_gb * 2**30)),
             log_path=home / "log.txt",
+            stdin_pipe=wait_for_go,
         )
-        self.phases[role] = round(time.monotonic() - started, 3)
-        marks = fifo.close() if fifo else {}
-        result = read_json(home / "result.json")
+        if private is not None:
+            process.send(json.dumps(private).encode() + b"\n")
+        pending = PendingWorker(role, home, process, fifo, process.start)
+        self.pending.append(pending)
+        return pending
+
+    def go(self, pending: PendingWorker, message: dict) -> None:
+        pending.process.send(json.dumps(message).encode() + b"\n", close=True)
+
+    def finish(self, pending: PendingWorker) -> WorkerRun:
+        process = pending.process.wait()
+        self.pending.remove(pending)
+        role = pending.role
+        self.phases[role] = round(time.monotonic() - pending.started, 3)
+        marks = pending.fifo.close() if pending.fifo else {}
+        result = read_json(pending.home / "result.json")
         for stage, seconds in ((result or {}).get("stages_s") or {}).items():
             if isinstance(seconds, int | float):  # the candidate's figures are its own claim
                 self.phases[f"{role}.{stage}"] = seconds
@@ -145,6 +185,13 @@ def _run_workers(
     seeds = verification_seeds(config.seeds)
     ev = Evaluation(task, kernel, config)
     try:
+        # The judge starts now (its start-up overlaps prepare and the candidate) but computes
+        # nothing until go(), sent once the candidate's process group is dead.
+        judge_pending = ev.start(
+            "judge",
+            {"profile": config.profile, "baseline_compile": config.baseline_compile},
+            private=ev.base_spec(),
+        )
         task_key = task_cache_key(task, config, seeds)
         known = cache.get(task_key)  # a task validated before needs only its inputs written
         prep = ev.worker(
@@ -179,19 +226,14 @@ def _run_workers(
         judge = None
         report = cand.result or {}
         if report.get("status") == "ok" and report.get("outputs"):
-            judge_spec = {
-                **ev.base_spec(),
+            go = {
                 "candidate_dir": str(ev.dir / "candidate"),
                 "outputs": report["outputs"],
                 "timing_output": report.get("timing_output"),
                 "timing_output_seed": report.get("timing_output_seed"),
-                "profile": config.profile,
-                "baseline_compile": config.baseline_compile,
-                "dsl_version": "",
-                "flops": meta.get("flops"),
-                "min_bytes": meta.get("min_bytes"),
             }
-            judge = ev.worker("judge", judge_spec)
+            ev.go(judge_pending, go)
+            judge = ev.finish(judge_pending)
             if judge.result is None or "error" in judge.result or "task_error" in judge.result:
                 raise TaskError(_judge_failure(judge))
         verdict = assemble(config, adapter, meta, cand, judge)

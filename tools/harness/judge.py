@@ -7,6 +7,8 @@ Runs after the candidate process group is dead. It regenerates the inputs from t
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -51,14 +53,22 @@ class _ArgCapture(TorchDispatchMode):
 
 
 def run(spec: dict) -> dict:
+    spec = {**spec, **_message()}  # the task: through stdin, never a file the candidate can read
     precision = PRECISIONS[spec["precision"]]
-    device, cand_dir = spec["device"], Path(spec["candidate_dir"])
-    ref.set_precision_flags(precision)
-    ref.set_threads(spec.get("threads", 0))
-    task = TaskSource(Path(spec["task"]), spec["source"], spec["sets"])
-    module = task.load_module()
-    init_inputs = ref.make_init_inputs(module)
-    model = ref.build_model(module.Model, init_inputs, device, precision)
+    device = spec["device"]
+    with watch.stage("setup"):
+        ref.set_precision_flags(precision)
+        ref.set_threads(spec.get("threads", 0))
+        task = TaskSource(Path(spec["task"]), spec["source"], spec["sets"])
+        module = task.load_module()
+        init_inputs = ref.make_init_inputs(module)
+        model = ref.build_model(module.Model, init_inputs, device, precision)
+    with watch.stage("waiting_for_candidate"):
+        go = _message()  # sent once the candidate's process group is dead
+    if not go:
+        return {"aborted": True}
+    spec.update(go)
+    cand_dir = Path(spec["candidate_dir"])
 
     results: list[dict[str, Any]] = []
     with watch.stage("compare"):
@@ -74,6 +84,11 @@ def run(spec: dict) -> dict:
         _baselines(report, spec, model, module, device, precision)
     report["env"] = collect_env(device, spec.get("dsl_version", ""))
     return report
+
+
+def _message() -> dict:
+    line = sys.stdin.buffer.readline()
+    return json.loads(line) if line.strip() else {}
 
 
 def _baselines(report, spec, model, module, device, precision) -> None:

@@ -150,43 +150,81 @@ def _child_setup(cpu_s: int) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
+class Sandboxed:
+    """A contained worker that has been started; `wait()` collects its verdict as a process.
+
+    With `stdin_pipe`, only this parent can talk to it (through `send`): a pipe is not a path
+    that another process could open.
+    """
+
+    def __init__(
+        self,
+        argv: list[str],
+        cwd: Path,
+        env: dict[str, str],
+        limits: Limits,
+        log_path: Path,
+        stdin_pipe: bool = False,
+    ) -> None:
+        iso = isolation()
+        cpu_s = int(limits.cpu_s or limits.wall_s * (os.cpu_count() or 1) + 60)
+        self.limits, self.log_path = limits, log_path
+        self.start = time.monotonic()
+        with open(log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [*iso.prefix, *argv],
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=functools.partial(_child_setup, cpu_s),
+            )
+        self.watchdog = _RssWatchdog(self.proc.pid, limits.max_rss_bytes)
+        self.watchdog.start()
+
+    def send(self, data: bytes, close: bool = False) -> None:
+        """Write to the worker's stdin; a worker that already died is ignored."""
+        try:
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+            if close:
+                self.proc.stdin.close()
+        except (BrokenPipeError, OSError, ValueError):
+            pass
+
+    def kill(self) -> None:
+        _kill_group(self.proc.pid)
+
+    def wait(self) -> ProcessResult:
+        timed_out = False
+        remaining = self.limits.wall_s - (time.monotonic() - self.start)
+        try:
+            self.proc.wait(timeout=max(remaining, 0.01))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            _kill_group(self.proc.pid)
+            self.proc.wait()
+            self.watchdog.stop()
+            if self.proc.stdin:
+                self.proc.stdin.close()
+        return ProcessResult(
+            returncode=self.proc.returncode,
+            timed_out=timed_out and not self.watchdog.exceeded,
+            rss_exceeded=self.watchdog.exceeded,
+            wall_s=time.monotonic() - self.start,
+            peak_rss_bytes=self.watchdog.peak,
+            log_tail=_tail(self.log_path),
+        )
+
+
 def run_sandboxed(
     argv: list[str], cwd: Path, env: dict[str, str], limits: Limits, log_path: Path
 ) -> ProcessResult:
     """Run argv contained; stdout and stderr go to log_path. Never raises for the child's sake."""
-    iso = isolation()
-    cpu_s = int(limits.cpu_s or limits.wall_s * (os.cpu_count() or 1) + 60)
-    start = time.monotonic()
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [*iso.prefix, *argv],
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=functools.partial(_child_setup, cpu_s),
-        )
-        watchdog = _RssWatchdog(proc.pid, limits.max_rss_bytes)
-        watchdog.start()
-        timed_out = False
-        try:
-            proc.wait(timeout=limits.wall_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        finally:
-            _kill_group(proc.pid)
-            proc.wait()
-            watchdog.stop()
-    return ProcessResult(
-        returncode=proc.returncode,
-        timed_out=timed_out and not watchdog.exceeded,
-        rss_exceeded=watchdog.exceeded,
-        wall_s=time.monotonic() - start,
-        peak_rss_bytes=watchdog.peak,
-        log_tail=_tail(log_path),
-    )
+    return Sandboxed(argv, cwd, env, limits, log_path).wait()
 
 
 def _kill_group(pgid: int) -> None:
