@@ -1,11 +1,10 @@
-import dataclasses
 import re
 import sqlite3
 import threading
 
 import pytest
 
-from state.models import CheckModel, EvaluationResult, FailureModel, TimingModel
+from state.models import validate_verdict
 from state.store import RunStore, open_store
 from tools.harness.verdict import Check, Failure, Timing, Verdict
 
@@ -159,27 +158,17 @@ def test_concurrent_writers_wait_instead_of_failing(tmp_path):
         s.close()
 
 
-@pytest.mark.parametrize(
-    "model, dataclass",
-    [
-        (CheckModel, Check),
-        (FailureModel, Failure),
-        (TimingModel, Timing),
-        (EvaluationResult, Verdict),
-    ],
-)
-def test_models_mirror_verdict_fields(model, dataclass):
-    assert set(model.model_fields) == {f.name for f in dataclasses.fields(dataclass)}
-
-
-def test_evaluation_result_from_verdict():
+def test_verdicts_validate_against_the_harness_schema():
     verdict = make_verdict(status="incorrect")
-    result = EvaluationResult.from_verdict(verdict)
+    result = validate_verdict(verdict)
+    assert isinstance(result, Verdict) and isinstance(result.failure, Failure)
     assert not result.passed and result.failure.seed == 1
     assert result.timing.kernel_ms == 0.5
-    assert result.model_dump() == verdict
+    assert result.to_dict() == verdict
     with pytest.raises(ValueError, match="unknown verdict status"):
-        EvaluationResult.from_verdict({**verdict, "status": "great"})
+        validate_verdict({**verdict, "status": "great"})
+    with pytest.raises(ValueError):
+        validate_verdict({**verdict, "checks": [{"name": "x", "passed": "maybe"}]})
 
 
 def test_langgraph_checkpointer_shares_the_file(store):

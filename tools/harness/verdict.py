@@ -107,6 +107,10 @@ class Verdict:
     cached: bool = False
     phases_s: dict[str, float] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown verdict status {self.status!r}; expected one of {STATUSES}")
+
     @property
     def passed(self) -> bool:
         return self.status == PASSED
