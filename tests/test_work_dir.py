@@ -1,0 +1,40 @@
+"""What lies in the evaluation's work directory while the untrusted candidate runs."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+from tools.harness import evaluate as evaluate_module
+from tools.harness.cache import EvalCache
+from tools.harness.config import EvalConfig
+
+
+def readable_text(root: Path) -> dict[str, str]:
+    texts = {}
+    for path in root.rglob("*"):
+        if stat.S_ISREG(path.lstat().st_mode):  # skip FIFOs and sockets
+            texts[str(path.relative_to(root))] = path.read_bytes().decode(errors="replace")
+    return texts
+
+
+def test_no_file_holds_the_task_source_while_the_candidate_runs(cases, tmp_path, monkeypatch):
+    task = cases / "tasks" / "scale_add.py"
+    marker = "def get_init_inputs"
+    assert marker in task.read_text()
+    seen: dict[str, str] = {}
+    start = evaluate_module.Evaluation.start
+
+    def spying_start(self, role, *args, **kwargs):
+        if role == "candidate":
+            seen.update(readable_text(self.dir))
+        return start(self, role, *args, **kwargs)
+
+    monkeypatch.setattr(evaluate_module.Evaluation, "start", spying_start)
+    config = EvalConfig(dsl="cpp", device="cpu", seeds=1, profile=False)
+    verdict = evaluate_module.evaluate(
+        task, cases / "kernels" / "cpp_scale_add.py", config, EvalCache(tmp_path)
+    )
+    assert verdict.passed, verdict.message
+    assert any(name.startswith("prepare/inputs_") for name in seen)  # the inputs are there
+    assert [name for name, text in seen.items() if marker in text] == []
