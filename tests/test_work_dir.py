@@ -23,14 +23,14 @@ def test_no_file_holds_the_task_source_while_the_candidate_runs(cases, tmp_path,
     marker = "def get_init_inputs"
     assert marker in task.read_text()
     seen: dict[str, str] = {}
-    start = evaluate_module.Evaluation.start
+    go = evaluate_module.Evaluation.go
 
-    def spying_start(self, role, *args, **kwargs):
-        if role == "candidate":
+    def spying_go(self, pending, message):
+        if pending.role == "candidate":  # alive since the start; about to read its inputs
             seen.update(readable_text(self.dir))
-        return start(self, role, *args, **kwargs)
+        return go(self, pending, message)
 
-    monkeypatch.setattr(evaluate_module.Evaluation, "start", spying_start)
+    monkeypatch.setattr(evaluate_module.Evaluation, "go", spying_go)
     config = EvalConfig(dsl="cpp", device="cpu", seeds=1, profile=False)
     verdict = evaluate_module.evaluate(
         task, cases / "kernels" / "cpp_scale_add.py", config, EvalCache(tmp_path)

@@ -18,7 +18,7 @@ from tools.dsl import LaunchCounter, get_adapter
 from tools.harness import guards
 from tools.harness import reference as ref
 from tools.harness.config import PRECISIONS
-from tools.harness.exchange import as_output_list, load_values, save_values
+from tools.harness.exchange import as_output_list, load_values, read_message, save_values
 from tools.harness.stopwatch import watch
 from tools.harness.timing import time_loop
 from tools.harness.verdict import (
@@ -48,6 +48,7 @@ def run(spec: dict) -> dict:
 
 
 def _run(spec: dict, checks: list[Check], report: dict) -> None:
+    spec.update(read_message())  # the parent's private part of the spec (empty today)
     precision = PRECISIONS[spec["precision"]]
     device, in_dir, out_dir = spec["device"], Path(spec["inputs_dir"]), Path(spec["out_dir"])
     with watch.stage("setup"):  # importing the DSL, patching its launcher, loading init args
@@ -57,7 +58,12 @@ def _run(spec: dict, checks: list[Check], report: dict) -> None:
         adapter = get_adapter(spec["dsl"])
         counter = LaunchCounter()
         adapter.install_launch_counter(counter, device)
-        init_inputs = load_values(in_dir / "init.pt")
+    with watch.stage("waiting_for_inputs"):
+        go = read_message()  # the parent's go: prepare has written the inputs
+    if not go:
+        raise CandidateFailure(CRASHED, "setup", "the harness stopped before the inputs were ready")
+    spec.update(go)
+    init_inputs = load_values(in_dir / "init.pt")
     with watch.stage("compile"):
         model = _stage(adapter, "compile", lambda: _load(adapter, spec, init_inputs, precision))
     checks.append(Check(CheckName.COMPILE, True, "imported and constructed ModelNew"))

@@ -33,7 +33,8 @@ def compile_only(
         prep_dir = ev.dir / "prepare"
         prep = ev.worker(
             "prepare",
-            {**ev.base_spec(), "seeds": [seed], "out_dir": str(prep_dir), "validate": False},
+            {"seeds": [seed], "out_dir": str(prep_dir), "validate": False},
+            private=ev.base_spec(),
         )
         _prepare_meta(prep, task)
         run = ev.worker(

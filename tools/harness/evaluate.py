@@ -65,8 +65,10 @@ class Evaluation:
             pending.process.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def worker(self, role: str, spec: dict, env: dict | None = None, clock=False) -> WorkerRun:
-        return self.finish(self.start(role, spec, env, clock))
+    def worker(
+        self, role: str, spec: dict, env: dict | None = None, clock=False, private=None
+    ) -> WorkerRun:
+        return self.finish(self.start(role, spec, env, clock, private))
 
     def start(
         self,
@@ -77,12 +79,13 @@ class Evaluation:
         private: dict | None = None,
     ) -> PendingWorker:
         """Start a worker. With `private`, that part of its spec goes through its stdin (never
-        a file another worker could read), and the worker later waits there for `go()`."""
-        wait_for_go = private is not None
+        a file another worker could read); a worker may then wait there for `go()`."""
+        uses_stdin = private is not None
         home = self.dir / role
         home.mkdir(exist_ok=True)
-        limit = self._limit() * (2 if wait_for_go else 1)  # waiting counts against its clock
-        spec = {**spec, "result": str(home / "result.json"), "self_limit_s": limit + 30}
+        limit = self._limit()  # the parent's clock restarts at go(); the worker's own does not
+        self_limit = limit * (2 if uses_stdin else 1) + 30
+        spec = {**spec, "result": str(home / "result.json"), "self_limit_s": self_limit}
         fifo = _FifoClock(home / "clock") if clock else None
         if fifo:
             spec["clock"] = str(fifo.path)
@@ -103,7 +106,7 @@ class Evaluation:
             env=scrubbed_env(extra, home),
             limits=Limits(limit, int(self.config.max_rss_gb * 2**30)),
             log_path=home / "log.txt",
-            stdin_pipe=wait_for_go,
+            stdin_pipe=uses_stdin,
         )
         if private is not None:
             process.send(json.dumps(private).encode() + b"\n")
@@ -112,6 +115,9 @@ class Evaluation:
         return pending
 
     def go(self, pending: PendingWorker, message: dict) -> None:
+        """Let a waiting worker proceed; its time limit and phase time count from here."""
+        pending.process.restart_clock()
+        pending.started = pending.process.start
         pending.process.send(json.dumps(message).encode() + b"\n", close=True)
 
     def finish(self, pending: PendingWorker) -> WorkerRun:
@@ -192,37 +198,25 @@ def _run_workers(
             {"profile": config.profile, "baseline_compile": config.baseline_compile},
             private=ev.base_spec(),
         )
+        # The candidate starts too, importing torch and its DSL, then waits for the inputs.
+        cand_pending = ev.start(
+            "candidate", _candidate_spec(ev, kernel, config, seeds),
+            adapter.child_env(config.device), clock=True, private={},
+        )  # fmt: skip
         task_key = task_cache_key(task, config, seeds)
         known = cache.get(task_key)  # a task validated before needs only its inputs written
         prep = ev.worker(
             "prepare",
-            {
-                **ev.base_spec(),
-                "seeds": seeds,
-                "out_dir": str(ev.dir / "prepare"),
-                "validate": known is None,
-            },
+            {"seeds": seeds, "out_dir": str(ev.dir / "prepare"), "validate": known is None},
+            private=ev.base_spec(),
         )
         meta = known or _prepare_meta(prep, task)
         if known is None:
             cache.put(task_key, meta)
         else:
             _prepare_meta(prep, task)  # still raises if writing the inputs failed
-        (ev.dir / "prepare" / "spec.json").unlink()  # it holds the task source
-        cand_spec = {
-            "device": config.device,
-            "precision": config.precision,
-            "threads": config.threads,
-            "dsl": config.dsl,
-            "kernel": str(kernel.resolve()),
-            "policy": config.policy,
-            "seeds": seeds,
-            "training": meta.get("training", True),
-            "inputs_dir": str(ev.dir / "prepare"),
-            "out_dir": str(ev.dir / "candidate"),
-            "profile": config.profile,
-        }
-        cand = ev.worker("candidate", cand_spec, adapter.child_env(config.device), clock=True)
+        ev.go(cand_pending, {"training": meta.get("training", True)})
+        cand = ev.finish(cand_pending)
         judge = None
         report = cand.result or {}
         if report.get("status") == "ok" and report.get("outputs"):
@@ -241,6 +235,21 @@ def _run_workers(
         return verdict
     finally:
         ev.close()
+
+
+def _candidate_spec(ev: Evaluation, kernel: Path, config: EvalConfig, seeds: list[int]) -> dict:
+    return {
+        "device": config.device,
+        "precision": config.precision,
+        "threads": config.threads,
+        "dsl": config.dsl,
+        "kernel": str(kernel.resolve()),
+        "policy": config.policy,
+        "seeds": seeds,
+        "inputs_dir": str(ev.dir / "prepare"),
+        "out_dir": str(ev.dir / "candidate"),
+        "profile": config.profile,
+    }
 
 
 def task_cache_key(task: TaskSource, config: EvalConfig, seeds: list[int]) -> str:

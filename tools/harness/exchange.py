@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,12 @@ def to_device(values: Any, device: str, dtype: str | None = None) -> Any:
 
 def as_output_list(output: Any) -> list[Any]:
     return list(output) if isinstance(output, list | tuple) else [output]
+
+
+def read_message() -> dict:
+    """One JSON line from stdin, where only the parent can write; {} at end of input."""
+    line = sys.stdin.buffer.readline()
+    return json.loads(line) if line.strip() else {}
 
 
 def write_json(path: Path, data: dict) -> None:

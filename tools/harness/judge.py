@@ -7,8 +7,6 @@ Runs after the candidate process group is dead. It regenerates the inputs from t
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +25,7 @@ from tools.harness.compare import (
 )
 from tools.harness.config import PRECISIONS
 from tools.harness.env_info import collect_env
-from tools.harness.exchange import as_output_list, load_values
+from tools.harness.exchange import as_output_list, load_values, read_message
 from tools.harness.stopwatch import watch
 from tools.harness.timing import time_loop
 from tools.task import TaskSource
@@ -53,7 +51,10 @@ class _ArgCapture(TorchDispatchMode):
 
 
 def run(spec: dict) -> dict:
-    spec = {**spec, **_message()}  # the task: through stdin, never a file the candidate can read
+    spec = {
+        **spec,
+        **read_message(),
+    }  # the task: through stdin, never a file the candidate can read
     precision = PRECISIONS[spec["precision"]]
     device = spec["device"]
     with watch.stage("setup"):
@@ -64,7 +65,7 @@ def run(spec: dict) -> dict:
         init_inputs = ref.make_init_inputs(module)
         model = ref.build_model(module.Model, init_inputs, device, precision)
     with watch.stage("waiting_for_candidate"):
-        go = _message()  # sent once the candidate's process group is dead
+        go = read_message()  # sent once the candidate's process group is dead
     if not go:
         return {"aborted": True}
     spec.update(go)
@@ -84,11 +85,6 @@ def run(spec: dict) -> dict:
         _baselines(report, spec, model, module, device, precision)
     report["env"] = collect_env(device, spec.get("dsl_version", ""))
     return report
-
-
-def _message() -> dict:
-    line = sys.stdin.buffer.readline()
-    return json.loads(line) if line.strip() else {}
 
 
 def _baselines(report, spec, model, module, device, precision) -> None:

@@ -16,13 +16,14 @@ from tools import roofline
 from tools.harness import reference as ref
 from tools.harness.compare import compare, is_constant
 from tools.harness.config import PRECISIONS
-from tools.harness.exchange import as_output_list, save_values
+from tools.harness.exchange import as_output_list, read_message, save_values
 from tools.harness.stopwatch import watch
 from tools.harness.verdict import TaskError
 from tools.task import TaskSource
 
 
 def run(spec: dict) -> dict:
+    spec = {**spec, **read_message()}  # the task: through stdin, never a file
     precision = PRECISIONS[spec["precision"]]
     device = spec["device"]
     out_dir = Path(spec["out_dir"])
