@@ -15,96 +15,22 @@ import hashlib
 import logging
 import os
 import secrets
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import (
-    JSON,
-    DateTime,
-    Float,
-    ForeignKey,
-    Integer,
-    String,
-    Text,
-    create_engine,
-    event,
-    select,
-)
+from sqlalchemy import create_engine, event, select
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
+from sqlalchemy.orm import sessionmaker
+
+from state.tables import Base, Blob, Candidate, Evaluation, Run, _now
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PATH = Path("runs") / "kernelgraph.db"
 BUSY_TIMEOUT_MS = 30_000
 SECRET_MARKERS = ("key", "token", "secret")
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-class Base(DeclarativeBase):
-    pass
-
-
-class Blob(Base):
-    """Code, logs and reports, stored once by content hash."""
-
-    __tablename__ = "blobs"
-    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
-    kind: Mapped[str] = mapped_column(String(32))
-    content: Mapped[str] = mapped_column(Text)
-    size: Mapped[int] = mapped_column(Integer)
-    created_at: Mapped[datetime] = mapped_column(DateTime, default=_now)
-
-
-class Run(Base):
-    __tablename__ = "runs"
-    id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime, default=_now, index=True)
-    kind: Mapped[str] = mapped_column(String(32))
-    task_path: Mapped[str] = mapped_column(Text)
-    task_hash: Mapped[str] = mapped_column(String(64), index=True)
-    dsl: Mapped[str] = mapped_column(String(32))
-    device: Mapped[str] = mapped_column(String(32))
-    config: Mapped[dict] = mapped_column(JSON, default=dict)
-    status: Mapped[str] = mapped_column(String(32), default="created")
-    updated_at: Mapped[datetime] = mapped_column(DateTime, default=_now, onupdate=_now)
-
-
-class Candidate(Base):
-    __tablename__ = "candidates"
-    id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.id"), index=True)
-    code_sha: Mapped[str] = mapped_column(ForeignKey("blobs.sha256"))
-    dsl: Mapped[str] = mapped_column(String(32))
-    parent_id: Mapped[str | None] = mapped_column(ForeignKey("candidates.id"))
-    label: Mapped[str] = mapped_column(Text, default="")
-    created_at: Mapped[datetime] = mapped_column(DateTime, default=_now)
-
-
-class Evaluation(Base):
-    """One verdict. The typed columns are for queries; `verdict` keeps the whole record."""
-
-    __tablename__ = "evaluations"
-    id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    candidate_id: Mapped[str] = mapped_column(ForeignKey("candidates.id"), index=True)
-    cache_key: Mapped[str] = mapped_column(String(128), index=True)
-    status: Mapped[str] = mapped_column(String(32))
-    policy: Mapped[str] = mapped_column(String(32))
-    precision: Mapped[str] = mapped_column(String(32))
-    device: Mapped[str] = mapped_column(String(32))
-    kernel_ms: Mapped[float | None] = mapped_column(Float)
-    eager_ms: Mapped[float | None] = mapped_column(Float)
-    torch_compile_ms: Mapped[float | None] = mapped_column(Float)
-    speedup_vs_eager: Mapped[float | None] = mapped_column(Float)
-    sol_pct: Mapped[float | None] = mapped_column(Float)
-    verdict: Mapped[dict] = mapped_column(JSON)
-    env: Mapped[dict] = mapped_column(JSON, default=dict)
-    created_at: Mapped[datetime] = mapped_column(DateTime, default=_now, index=True)
 
 
 def scrub_secrets(config: Any) -> Any:

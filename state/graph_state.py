@@ -1,0 +1,60 @@
+"""The graph state: ids, hashes and small numbers only.
+
+The SQLite checkpointer stores a full snapshot at every step, so code, prompts, replies,
+verdicts and reports live in the run store (by content hash or id) and the state points at
+them. Every class here is registered with the checkpointer's serializer (state.checkpoint), so
+a resumed run gets models back, not dicts.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Mode = Literal["write", "retry", "refine", "feedback"]
+
+
+class Outcome(BaseModel):
+    """The last check of the current candidate: a harness status or "bad_reply"."""
+
+    candidate_id: str | None = None
+    status: str  # passed, compile_error, incorrect, rejected, timeout, crashed, bad_reply
+    stage: Literal["coder", "compiler", "verifier", "profiler", "human"]
+    message: str = ""  # one line for the progress display
+    report_sha: str | None = None  # the full failure record / verdict, in the store
+    evaluation_id: str | None = None
+
+
+class Best(BaseModel):
+    candidate_id: str
+    kernel_ms: float
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    sol_pct: float | None = None
+    evaluation_id: str | None = None
+
+
+class GraphState(BaseModel):
+    run_id: str
+    analysis_sha: str | None = None  # the planner's task analysis (JSON blob)
+    plan_sha: str | None = None
+    sketch_sha: str | None = None
+    sketch_rev: int = 0  # 1 for the first sketch, +1 on each escalation
+    candidate_id: str | None = None  # the candidate being checked
+    parent_id: str | None = None  # what the coder starts from next (retry / refine)
+    mode: Mode = "write"  # what the coder is asked to do next
+    outcome: Outcome | None = None
+    feedback_sha: str | None = None  # a reviewer's rejection text
+    human_approved: list[str] = Field(default_factory=list)  # edited kernels: no second ask
+    iteration: int = 0  # candidates written
+    attempts: int = 0  # consecutive failures since the last sketch or pass
+    escalations: int = 0
+    profiled: int = 0
+    plateau: int = 0  # profiled candidates since the last real gain
+    best: Best | None = None
+    llm_calls: dict[str, int] = Field(default_factory=dict)  # per node, along this lineage
+    stop_reason: str | None = None  # set by a node that cannot go on (e.g. a bad plan reply)
+
+
+STATE_CLASSES = (GraphState, Outcome, Best)
