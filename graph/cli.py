@@ -1,52 +1,28 @@
 """The `kernelgraph` command line.
 
 Contracts: with --json, stdout carries exactly one JSON object on one line, last; everything else
-goes to stderr. Exit codes: 0 passed, 1 any other verdict, 2 bad usage or an invalid task.
+goes to stderr. Exit codes for evaluate: 0 passed, 1 any other verdict, 2 bad usage or an invalid
+task; for the agent commands see graph/cli_run.py.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from sqlalchemy.exc import DatabaseError as SQLAlchemyDatabaseError
 
+from graph.cli_options import DslOpt, KernelArg, SetOpt, TaskArg, app, default_device, err
 from graph.report import render_compile, render_verdict
 from tools.harness.config import EvalConfig
 from tools.harness.verdict import TaskError, UsageError
 from tools.task import TaskSource, parse_sets
-
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    help="Turn PyTorch operators into verified, profiled GPU and CPU kernels.",
-    pretty_exceptions_enable=False,
-)
-err = Console(stderr=True)
-
-TaskArg = Annotated[
-    Path, typer.Argument(help="KernelBench-format task file (Model, get_inputs, get_init_inputs).")
-]
-KernelArg = Annotated[Path, typer.Argument(help="Candidate file defining class ModelNew.")]
-DslOpt = Annotated[
-    str, typer.Option("--dsl", help="Kernel language: triton, cpp, cuda or tilelang.")
-]
-SetOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--set", help="Override a size constant: NAME=VALUE (Python literal). Repeatable."
-    ),
-]
-
-
-def default_device() -> str:
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 @app.command()
@@ -175,14 +151,30 @@ def _record(db: Path | None, task: Path, kernel: Path, config: EvalConfig, verdi
 
 
 def main() -> None:
+    from pydantic import ValidationError
+
+    from graph.errors import RunError
+
     try:
         code = app(standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
-    except (TaskError, UsageError) as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+    except (TaskError, UsageError, RunError, ValidationError) as exc:
+        message = _validation_message(exc) if isinstance(exc, ValidationError) else str(exc)
+        err.print(f"[bold red]error:[/] {message}", highlight=False, markup=False)
         if "--json" in sys.argv:  # the JSON contract holds for errors too
-            kind = "invalid_task" if isinstance(exc, TaskError) else "usage"
-            print(json.dumps({"error": str(exc), "kind": kind}))
+            kind = {TaskError: "invalid_task", RunError: "run"}.get(type(exc), "usage")
+            print(json.dumps({"error": message, "kind": kind}))
+        sys.exit(2)
+    except (sqlite3.DatabaseError, SQLAlchemyDatabaseError) as exc:
+        first = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        message = (
+            f"the run database cannot be used ({first}). If another kernelgraph process holds "
+            f"it, wait and try again; if the file is corrupt, move it aside or point --db / "
+            f"KERNELGRAPH_DB at another file."
+        )
+        err.print(f"[bold red]error:[/] {message}", highlight=False, markup=False)
+        if "--json" in sys.argv:
+            print(json.dumps({"error": message, "kind": "database"}))
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -206,6 +198,16 @@ def main() -> None:
         )
         sys.exit(3)
 
+
+def _validation_message(exc) -> str:
+    parts = []
+    for e in exc.errors():
+        where = ".".join(str(x) for x in e["loc"])
+        parts.append(f"{where}: {e['msg']}" if where else e["msg"])
+    return "invalid setting: " + "; ".join(parts)
+
+
+import graph.cli_inspect  # noqa: E402,F401  (registers run, resume, branch, ... on `app`)
 
 if __name__ == "__main__":
     main()

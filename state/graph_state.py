@@ -36,7 +36,6 @@ class Best(BaseModel):
 
 
 class GraphState(BaseModel):
-    run_id: str
     analysis_sha: str | None = None  # the planner's task analysis (JSON blob)
     plan_sha: str | None = None
     sketch_sha: str | None = None
@@ -47,6 +46,7 @@ class GraphState(BaseModel):
     outcome: Outcome | None = None
     feedback_sha: str | None = None  # a reviewer's rejection text
     human_approved: list[str] = Field(default_factory=list)  # edited kernels: no second ask
+    recent_failures: list[str] = Field(default_factory=list)  # one line each, since the sketch
     iteration: int = 0  # candidates written
     attempts: int = 0  # consecutive failures since the last sketch or pass
     escalations: int = 0

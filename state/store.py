@@ -19,12 +19,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, event, select
+from sqlalchemy import create_engine, delete, event, select, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import sessionmaker
 
-from state.tables import Base, Blob, Candidate, Evaluation, Run, _now
+from state.tables import Base, Blob, Candidate, Evaluation, LLMCall, Run, _now
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +134,8 @@ class RunStore:
         dsl: str,
         device: str,
         config: dict[str, Any] | None = None,
+        parent_run_id: str | None = None,
+        branched_from: str | None = None,
     ) -> str:
         """A new run; its id reads like r-20261122-ab12 (UTC date, then random)."""
         config = scrub_secrets(dict(config or {}))
@@ -147,6 +149,8 @@ class RunStore:
                 dsl=dsl,
                 device=device,
                 config=config,
+                parent_run_id=parent_run_id,
+                branched_from=branched_from,
             ),
             f"r-{day}",
             hex_digits=4,
@@ -158,6 +162,46 @@ class RunStore:
             if run is None:
                 raise KeyError(f"no run {run_id!r}")
             run.status = status
+
+    def update_run(self, run_id: str, **fields: Any) -> None:
+        """Set columns of a run (status, stop_reason, config...)."""
+        if "config" in fields:
+            fields["config"] = scrub_secrets(dict(fields["config"]))
+        with self._session.begin() as s:
+            run = s.get(Run, run_id)
+            if run is None:
+                raise KeyError(f"no run {run_id!r}")
+            for name, value in fields.items():
+                setattr(run, name, value)
+
+    def add_active_seconds(self, run_id: str, seconds: float) -> float:
+        """Add time spent working on a run (all sessions count); returns the new total."""
+        with self._session.begin() as s:
+            run = s.get(Run, run_id)
+            if run is None:
+                raise KeyError(f"no run {run_id!r}")
+            run.active_s = (run.active_s or 0.0) + max(0.0, seconds)
+            return run.active_s
+
+    def delete_run(self, run_id: str) -> bool:
+        """Remove a run with its candidates, evaluations and LLM calls (blobs are shared)."""
+        with self._session.begin() as s:
+            run = s.get(Run, run_id)
+            if run is None:
+                return False
+            cands = select(Candidate.id).where(Candidate.run_id == run_id)
+            s.execute(delete(Evaluation).where(Evaluation.candidate_id.in_(cands)))
+            s.execute(
+                update(Candidate)
+                .where(Candidate.run_id != run_id)
+                .where(Candidate.parent_id.in_(cands))
+                .values(parent_id=None)
+            )
+            s.execute(update(Candidate).where(Candidate.run_id == run_id).values(parent_id=None))
+            s.execute(delete(Candidate).where(Candidate.run_id == run_id))
+            s.execute(delete(LLMCall).where(LLMCall.run_id == run_id))
+            s.delete(run)
+        return True
 
     def get_run(self, run_id: str) -> dict[str, Any] | None:
         with self._session() as s:
@@ -180,6 +224,18 @@ class RunStore:
         label: str = "",
     ) -> str:
         sha = self.put_blob(code, "code")
+        if run_id is not None:  # the same code from the same parent is the same candidate
+            stmt = select(Candidate.id).where(
+                Candidate.run_id == run_id,
+                Candidate.code_sha == sha,
+                Candidate.parent_id.is_(None)
+                if parent_id is None
+                else Candidate.parent_id == parent_id,
+            )
+            with self._session() as s:
+                existing = s.scalars(stmt.limit(1)).first()
+            if existing:
+                return existing
         return self._insert(
             lambda cid: Candidate(
                 id=cid, run_id=run_id, code_sha=sha, dsl=dsl, parent_id=parent_id, label=label
@@ -195,6 +251,31 @@ class RunStore:
                 return None
             code = s.get(Blob, cand.code_sha)
             return _row(cand) | {"code": code.content if code else None}
+
+    def candidates_for_run(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's candidates, oldest first (rows, without code)."""
+        stmt = (
+            select(Candidate)
+            .where(Candidate.run_id == run_id)
+            .order_by(Candidate.created_at, Candidate.id)
+        )
+        with self._session() as s:
+            return [_row(c) for c in s.scalars(stmt)]
+
+    def evaluations_for_candidate(self, candidate_id: str) -> list[dict[str, Any]]:
+        """Oldest first."""
+        stmt = (
+            select(Evaluation)
+            .where(Evaluation.candidate_id == candidate_id)
+            .order_by(Evaluation.created_at, Evaluation.id)
+        )
+        with self._session() as s:
+            return [_row(e) for e in s.scalars(stmt)]
+
+    def get_evaluation(self, evaluation_id: str) -> dict[str, Any] | None:
+        with self._session() as s:
+            ev = s.get(Evaluation, evaluation_id)
+            return None if ev is None else _row(ev)
 
     def record_evaluation(self, candidate_id: str, verdict: Any) -> str:
         """Store a verdict (Verdict.to_dict(), or a Verdict) for a candidate; returns its id."""

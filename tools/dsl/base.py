@@ -107,6 +107,11 @@ class DslAdapter:
         """
         raise NotImplementedError
 
+    def compile_target(self, device: str) -> str | None:
+        """What the graph's compiler node checks against on `device`; None when there is no
+        separate compile step (the verifier's first run is the compile, e.g. interpreted)."""
+        return local_cuda_target() if device.startswith("cuda") else None
+
     def is_compile_error(self, exc: BaseException) -> bool:
         """Whether an exception raised while importing or first running the candidate is a
         build/compile failure of this DSL (verdict `compile_error`) rather than a crash."""
@@ -178,6 +183,16 @@ def cuda_arch(target: str) -> tuple[int, str]:
     if match is None:
         raise ValueError(f"not a CUDA target: {target!r} (expected e.g. sm_90a, sm_90, sm_80)")
     return int(match.group(1)), match.group(2)
+
+
+def local_cuda_target() -> str | None:
+    """This machine's first GPU as a target string ("sm_90a" on Hopper), or None without one."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    major, minor = torch.cuda.get_device_capability(0)
+    return f"sm_{major}{minor}" + ("a" if major >= 9 else "")
 
 
 def package_version(distribution: str) -> str:

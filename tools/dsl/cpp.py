@@ -144,6 +144,9 @@ class CppAdapter(DslAdapter):
     def install_launch_counter(self, counter: LaunchCounter, device: str) -> None:
         install(counter)
 
+    def compile_target(self, device: str) -> str | None:
+        return "cpu"
+
     def compile_check(
         self,
         path: Path,

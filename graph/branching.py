@@ -1,0 +1,94 @@
+"""`branch`: fork a new run from any checkpoint of an earlier one.
+
+The checkpoint is copied into a new thread (the new run's id), so the branch starts with the
+state at that step, best so far included, while its budgets count anew. A branch that changes
+the DSL or the device cannot reuse candidates written for the old one: it starts from the
+nearest earlier checkpoint where the coder (or an earlier node) runs next, with the old
+candidates and best dropped from its state.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from graph.build import compile_graph
+from graph.errors import RunError
+from graph.history import checkpoint_list
+from graph.progress import Progress
+from graph.runner import _drive, _open_run, validate_config
+from graph.summary import RunSummary
+from state.checkpoint import open_checkpointer
+from state.config import RunConfig
+
+RESTARTING = ("dsl", "device")  # settings that make old candidates meaningless
+FRESH_CODER = {
+    "best": None,
+    "candidate_id": None,
+    "parent_id": None,
+    "outcome": None,
+    "mode": "write",
+    "attempts": 0,
+    "plateau": 0,
+    "recent_failures": [],
+}
+
+
+def branch(
+    run_id: str,
+    from_step: str,
+    changes: dict[str, Any],
+    db: Path | None = None,
+    progress: Progress | None = None,
+    on_start=None,
+) -> RunSummary:
+    store, row, config = _open_run(run_id, db)
+    try:
+        new_config = config.with_changes(changes)
+    except (KeyError, ValueError) as exc:
+        raise RunError(f"--config: {exc}") from exc
+    validate_config(new_config)
+    saver = open_checkpointer(store)
+    points = checkpoint_list(compile_graph(saver), run_id)
+    chosen = _find(points, from_step, run_id)
+    restart = any(getattr(new_config, k) != getattr(config, k) for k in RESTARTING)
+    if restart:
+        chosen = _before_coder(points, chosen)
+    source = saver.get_tuple(chosen.config)
+    checkpoint = dict(source.checkpoint)
+    if restart:
+        checkpoint["channel_values"] = {**checkpoint["channel_values"], **FRESH_CODER}
+    new_id = store.create_run(
+        kind="run",
+        task_path=row["task_path"],
+        task_hash=row["task_hash"],
+        dsl=new_config.dsl,
+        device=new_config.device,
+        config=new_config.model_dump(mode="json"),
+        parent_run_id=run_id,
+        branched_from=chosen.checkpoint_id,
+    )
+    target = {"configurable": {"thread_id": new_id, "checkpoint_ns": ""}}
+    saver.put(target, checkpoint, source.metadata, checkpoint.get("channel_versions", {}))
+    store.update_run(new_id, status="running")
+    if on_start:
+        on_start(new_id)
+    return _drive(store, new_id, RunConfig.model_validate(new_config), None, progress)
+
+
+def _find(points, from_step: str, run_id: str):
+    for point in points:
+        if str(point.step) == from_step or point.checkpoint_id.startswith(from_step or "-"):
+            return point
+    steps = ", ".join(str(p.step) for p in points) or "none"
+    raise RunError(
+        f"run {run_id} has no step or checkpoint {from_step!r} (steps: {steps}); "
+        f"`kernelgraph history {run_id}` lists them."
+    )
+
+
+def _before_coder(points, chosen):
+    for point in reversed(points):
+        if point.step <= chosen.step and point.next in ("planner", "sketch_writer", "coder"):
+            return point
+    raise RunError("no earlier checkpoint runs the coder next; branch from an earlier step.")

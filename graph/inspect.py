@@ -1,0 +1,122 @@
+"""Looking at runs: list, history, show, export and delete (no graph is run)."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+from graph.build import compile_graph
+from graph.errors import RunError
+from graph.history import checkpoint_list
+from graph.runner import _as_state, _open_run, _thread, spend_of
+from state import run_lock
+from state.checkpoint import open_checkpointer
+from state.store import RunStore, open_store
+
+
+def list_runs(db: Path | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+    store = open_store(db)
+    rows = []
+    for run in store.list_runs(limit):
+        if run["kind"] != "run":
+            continue
+        rows.append(
+            {
+                "run_id": run["id"],
+                "created_at": run["created_at"],
+                "status": run["status"],
+                "stop_reason": run["stop_reason"],
+                "dsl": run["dsl"],
+                "device": run["device"],
+                "task": run["task_path"],
+                "parent_run_id": run["parent_run_id"],
+            }
+        )
+    return rows
+
+
+def history(run_id: str, db: Path | None = None) -> list[dict[str, Any]]:
+    store, _, _ = _open_run(run_id, db)
+    return [p.row() for p in checkpoint_list(compile_graph(open_checkpointer(store)), run_id)]
+
+
+def run_state(store: RunStore, run_id: str):
+    app = compile_graph(open_checkpointer(store))
+    snapshot = app.get_state(_thread(run_id))
+    return _as_state(snapshot.values), snapshot
+
+
+def show(run_id: str, candidate_id: str | None = None, db: Path | None = None) -> dict:
+    """A candidate (default: the best, else the latest) with its code, parent diff and verdict."""
+    store, row, _ = _open_run(run_id, db)
+    state, snapshot = run_state(store, run_id)
+    if candidate_id is None:
+        pending = snapshot.interrupts[0].value["candidate_id"] if snapshot.interrupts else None
+        candidate_id = pending or (state.best.candidate_id if state.best else state.candidate_id)
+    if candidate_id is None:
+        raise RunError(f"run {run_id} has no candidate yet.")
+    cand = store.get_candidate(candidate_id)
+    if cand is None:
+        raise RunError(f"no candidate {candidate_id!r}; `kernelgraph show {run_id}` lists them.")
+    parent = store.get_candidate(cand["parent_id"]) if cand["parent_id"] else None
+    evaluations = store.evaluations_for_candidate(cand["id"])
+    return {
+        "run": {k: row[k] for k in ("id", "status", "stop_reason", "dsl", "device")},
+        "spend": spend_of(store, run_id),
+        "candidate": {k: cand[k] for k in ("id", "dsl", "parent_id", "label", "created_at")},
+        "is_best": bool(state.best and state.best.candidate_id == cand["id"]),
+        "awaiting_approval": bool(snapshot.interrupts),
+        "code": cand["code"],
+        "diff": _diff(parent, cand),
+        "verdict": evaluations[-1]["verdict"] if evaluations else None,
+        "candidates": [
+            {k: c[k] for k in ("id", "parent_id", "label")}
+            for c in store.candidates_for_run(run_id)
+        ],
+    }
+
+
+def export(run_id: str, out: Path, candidate_id: str | None = None, db=None) -> Path:
+    store, _, _ = _open_run(run_id, db)
+    state, _ = run_state(store, run_id)
+    chosen = candidate_id or (state.best.candidate_id if state.best else None)
+    if chosen is None:
+        raise RunError(
+            f"run {run_id} has no verified kernel to export (`--candidate ID` picks any)."
+        )
+    cand = store.get_candidate(chosen)
+    if cand is None:
+        raise RunError(f"no candidate {chosen!r}")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(cand["code"])
+    return out
+
+
+def delete(run_id: str, db: Path | None = None) -> None:
+    store, row, _ = _open_run(run_id, db)
+    try:
+        run_lock.acquire(store, run_id)  # refuses while a live process works on it
+    except run_lock.RunLocked as exc:
+        raise RunError(str(exc)) from exc
+    saver = open_checkpointer(store)
+    saver.delete_thread(run_id)
+    store.delete_run(run_id)
+
+
+def unlock(run_id: str, db: Path | None = None) -> None:
+    store, _, _ = _open_run(run_id, db)
+    run_lock.force_release(store, run_id)
+
+
+def _diff(parent: dict | None, cand: dict) -> str:
+    if parent is None:
+        return ""
+    lines = difflib.unified_diff(
+        parent["code"].splitlines(keepends=True),
+        cand["code"].splitlines(keepends=True),
+        fromfile=parent["id"],
+        tofile=cand["id"],
+    )
+    return "".join(lines)

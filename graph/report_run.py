@@ -1,0 +1,86 @@
+"""Readable terminal output for runs: the summary, the run list, history and a candidate."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.syntax import Syntax
+from rich.table import Table
+
+from graph.report import render_verdict
+from graph.summary import RunSummary
+from state.models import validate_verdict
+
+STYLE = {"verified": "bold green", "no_verified_kernel": "bold yellow"}
+
+
+def _x(value) -> str:
+    return "—" if value is None else f"{value:.2f}x"
+
+
+def render_summary(summary: RunSummary, console: Console | None = None) -> None:
+    console = console or Console()
+    style = STYLE.get(summary.status, "bold cyan")
+    console.print(
+        f"[{style}]{summary.status}[/] run {summary.run_id} ({summary.stop_reason})",
+        highlight=False,
+    )
+    console.print(summary.message, highlight=False, markup=False)
+    if summary.best:
+        b = summary.best
+        sol = "—" if b.sol_pct is None else f"{b.sol_pct:.1f}%"
+        console.print(
+            f"best {b.candidate_id}: {_x(b.speedup_vs_eager)} vs eager, "
+            f"{_x(b.speedup_vs_compile)} vs torch.compile, {sol} of speed-of-light -> {b.path}",
+            highlight=False,
+        )
+    s = summary.spend
+    usd = "unknown" if s.usd is None else f"${s.usd:.4f}"
+    console.print(
+        f"spend: {s.llm_calls} LLM calls, {s.tokens_in} tokens in, {s.tokens_out} out, {usd}",
+        highlight=False,
+    )
+
+
+def render_runs(console: Console, rows: list[dict]) -> None:
+    table = Table("run", "created", "status", "stop", "dsl", "device", "task", box=None)
+    for r in rows:
+        table.add_row(
+            r["run_id"], r["created_at"][:19], r["status"], r["stop_reason"] or "",
+            r["dsl"], r["device"], r["task"],
+        )  # fmt: skip
+    console.print(table)
+
+
+def render_history(console: Console, rows: list[dict]) -> None:
+    table = Table("step", "checkpoint", "node", "next", "attempt", "candidate", "best", box=None)
+    for r in rows:
+        best = r["best_candidate"] or "—"
+        if r["best_speedup_vs_eager"]:
+            best += f" ({_x(r['best_speedup_vs_eager'])})"
+        table.add_row(
+            str(r["step"]), r["checkpoint_id"], r["node"], r["next"] or "(end)",
+            str(r["attempt"]), r["candidate_id"] or "—", best,
+        )  # fmt: skip
+    console.print(table)
+
+
+def render_show(console: Console, data: dict) -> None:
+    cand = data["candidate"]
+    tags = [
+        t
+        for t, on in (("best", data["is_best"]), ("awaiting approval", data["awaiting_approval"]))
+        if on
+    ]
+    console.print(
+        f"[bold]{cand['id']}[/] ({cand['label']}; parent {cand['parent_id'] or '—'})"
+        + (f" [{', '.join(tags)}]" if tags else ""),
+        highlight=False,
+    )
+    console.print(Syntax(data["code"], "python", line_numbers=True))
+    if data["diff"]:
+        console.print("[bold]diff against the parent[/]")
+        console.print(Syntax(data["diff"], "diff"))
+    if data["verdict"]:
+        render_verdict(console, validate_verdict(data["verdict"]))
+    else:
+        console.print("not evaluated (it failed before the verifier)")

@@ -1,0 +1,262 @@
+"""Running the graph: start, resume, branch and review a run. Everything the CLI does is a
+plain function here.
+
+A run is a LangGraph thread (thread id = run id) checkpointed into the run store's SQLite file
+with durability "sync": every finished node is on disk before the next starts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from langgraph.types import Command
+
+from graph.build import NODES, compile_graph
+from graph.errors import RunError
+from graph.progress import Progress
+from graph.routes import why_stop
+from graph.summary import STOP_MESSAGES, BestKernel, RunSummary, Spend
+from nodes.brain import make_brain
+from nodes.context import RunContext
+from nodes.llm import LLMError, ModelConfigError
+from state import run_lock
+from state.checkpoint import open_checkpointer
+from state.config import RunConfig
+from state.graph_state import GraphState
+from state.store import RunStore, open_store
+from tools.dsl import get_adapter
+from tools.harness.config import POLICIES, PRECISIONS
+from tools.harness.verdict import TaskError, UsageError
+from tools.task import TaskSource
+
+FINISHED = ("verified", "no_verified_kernel")
+
+
+def validate_config(config: RunConfig) -> None:
+    """Reject bad settings before a run exists (UsageError / TaskError: exit code 2)."""
+    try:
+        adapter = get_adapter(config.dsl)
+    except KeyError as exc:
+        raise UsageError(str(exc.args[0])) from exc
+    if config.device not in adapter.devices:
+        raise UsageError(
+            f"--dsl {config.dsl} runs on {', '.join(adapter.devices)}, not on {config.device}."
+        )
+    if config.device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError("--device cuda: this machine has no CUDA device; use --device cpu.")
+    if config.precision not in PRECISIONS:
+        raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}")
+    if config.policy not in POLICIES:
+        raise UsageError(f"--policy must be one of {', '.join(POLICIES)}")
+    TaskSource.read(config.task_path, config.sets)
+
+
+def start(config: RunConfig, db: Path | None = None, progress: Progress | None = None,
+          on_start: Callable[[str], None] | None = None) -> RunSummary:  # fmt: skip
+    """A new run of the graph; `on_start` gets the run id before any work."""
+    validate_config(config)
+    store = open_store(db)
+    task = TaskSource.read(config.task_path, config.sets)
+    run_id = store.create_run(
+        kind="run",
+        task_path=str(Path(config.task_path).resolve()),
+        task_hash=task.hash,
+        dsl=config.dsl,
+        device=config.device,
+        config=config.model_dump(mode="json"),
+    )
+    store.update_run(run_id, status="running")
+    if on_start:
+        on_start(run_id)
+    return _drive(store, run_id, config, GraphState(), progress)
+
+
+def resume(run_id: str, db: Path | None = None, progress: Progress | None = None) -> RunSummary:
+    """Continue a run after a crash, a kill or a stop. Evaluated candidates are not evaluated
+    again (their verdicts are cached); a finished run is refused."""
+    store, row, config = _open_run(run_id, db)
+    if row["status"] in FINISHED:
+        raise RunError(
+            f"run {run_id} is finished ({row['status']}, {row['stop_reason']}). To go on, "
+            f"branch it: kernelgraph branch {run_id} --from STEP --config max_iterations=N",
+        )
+    app = compile_graph(open_checkpointer(store))
+    snapshot = app.get_state(_thread(run_id))
+    if snapshot.interrupts:
+        return _summary(store, run_id, config, snapshot, None, None)
+    start_input = GraphState() if not snapshot.values else None
+    return _drive(store, run_id, config, start_input, progress)
+
+
+def review(run_id: str, decision: dict[str, Any], db: Path | None = None,
+           progress: Progress | None = None) -> RunSummary:  # fmt: skip
+    """Answer a run waiting at the verifier: approve, reject (feedback) or edit (kernel)."""
+    store, row, config = _open_run(run_id, db)
+    app = compile_graph(open_checkpointer(store))
+    if not app.get_state(_thread(run_id)).interrupts:
+        raise RunError(f"run {run_id} is not waiting for approval (status {row['status']}).")
+    return _drive(store, run_id, config, Command(resume=decision), progress)
+
+
+def approve(run_id: str, db=None, progress=None) -> RunSummary:
+    return review(run_id, {"action": "approve"}, db, progress)
+
+
+def reject(run_id: str, feedback: str, db=None, progress=None) -> RunSummary:
+    return review(run_id, {"action": "reject", "feedback": feedback}, db, progress)
+
+
+def edit(run_id: str, kernel: Path, db=None, progress=None) -> RunSummary:
+    try:
+        code = Path(kernel).read_text()
+    except OSError as exc:
+        raise UsageError(f"cannot read kernel file {kernel}: {exc.strerror or exc}") from exc
+    store = open_store(db)
+    sha = store.put_blob(code, "code")
+    return review(run_id, {"action": "edit", "code_sha": sha}, db, progress)
+
+
+def _open_run(run_id: str, db: Path | None) -> tuple[RunStore, dict, RunConfig]:
+    store = open_store(db)
+    row = store.get_run(run_id)
+    if row is None or row["kind"] != "run":
+        raise RunError(f"no run {run_id!r} in {store.path}; `kernelgraph runs` lists them.")
+    return store, row, RunConfig.model_validate(row["config"])
+
+
+def _thread(run_id: str) -> dict:
+    return {"configurable": {"thread_id": run_id}}
+
+
+def _drive(
+    store: RunStore, run_id: str, config: RunConfig, graph_input, progress: Progress | None
+) -> RunSummary:
+    try:
+        run_lock.acquire(store, run_id)
+    except run_lock.RunLocked as exc:
+        raise RunError(str(exc)) from exc
+    started = time.monotonic()
+    saved = 0.0
+    try:
+        brain = make_brain(config, store, run_id)
+        row = store.get_run(run_id) or {}
+        ctx = RunContext(
+            config=config,
+            store=store,
+            run_id=run_id,
+            brain=brain,
+            artifacts=store.path.parent / run_id,
+            on_event=progress.event if progress else (lambda node, text: None),
+            active_s_before=row.get("active_s") or 0.0,
+            started=started,
+        )
+        app = compile_graph(open_checkpointer(store))
+        store.update_run(run_id, status="running")
+        error: BaseException | None = None
+        try:
+            for update in app.stream(
+                graph_input, _thread(run_id), context=ctx, stream_mode="updates",
+                durability="sync",
+            ):  # fmt: skip
+                now = time.monotonic()
+                store.add_active_seconds(run_id, now - started - saved)
+                saved = now - started
+                if progress is not None:
+                    values = app.get_state(_thread(run_id)).values
+                    for node in update:
+                        if node in NODES:
+                            progress.step(node, _as_state(values), brain.spend())
+        except (LLMError, TaskError, UsageError, KeyboardInterrupt) as exc:
+            error = exc
+        snapshot = app.get_state(_thread(run_id))
+        return _summary(store, run_id, config, snapshot, ctx, error)
+    except ModelConfigError as exc:
+        store.update_run(run_id, status="interrupted", stop_reason="model_config")
+        raise RunError(f"{exc} Then: kernelgraph resume {run_id}") from exc
+    finally:
+        store.add_active_seconds(run_id, time.monotonic() - started - saved)
+        run_lock.release(store, run_id)
+
+
+def _as_state(values) -> GraphState:
+    if isinstance(values, GraphState):
+        return values
+    return GraphState.model_validate(values) if values else GraphState()
+
+
+def _summary(store, run_id, config, snapshot, ctx, error) -> RunSummary:
+    state = _as_state(snapshot.values)
+    best = best_kernel(store, run_id, state)
+    spend = Spend(**spend_of(store, run_id))
+    exit_code = None
+    if snapshot.interrupts:
+        status, reason = "awaiting_approval", "awaiting_approval"
+        cand = snapshot.interrupts[0].value.get("candidate_id")
+        message = (
+            f"candidate {cand} passed verification and waits for review: "
+            f"kernelgraph show {run_id} --candidate {cand}; then kernelgraph approve {run_id}, "
+            f"reject {run_id} --feedback TEXT, or edit {run_id} --kernel FILE"
+        )
+    elif error is not None:
+        status = "interrupted"
+        reason = getattr(error, "stop_reason", None) or (
+            "interrupted" if isinstance(error, KeyboardInterrupt) else "task_error"
+        )
+        if isinstance(error, TaskError | UsageError):
+            exit_code = 2
+        elif isinstance(error, LLMError):
+            exit_code = error.exit_code
+        what = "stopped by the user" if isinstance(error, KeyboardInterrupt) else str(error)
+        message = f"{what}. Continue with: kernelgraph resume {run_id}"
+    elif snapshot.next:
+        status, reason = "interrupted", "interrupted"
+        message = f"the run stopped before {snapshot.next[0]}: kernelgraph resume {run_id}"
+    else:
+        reason = (why_stop(state, ctx) if ctx else None) or state.stop_reason or "done"
+        status = "verified" if best else "no_verified_kernel"
+        message = STOP_MESSAGES.get(reason, reason)
+        if best is None:
+            message += "; no candidate passed verification" + _last_failures(state)
+    store.update_run(run_id, status=status, stop_reason=reason)
+    return RunSummary(
+        run_id=run_id, status=status, stop_reason=reason, best=best, spend=spend,
+        message=message, exit_code=exit_code,
+    )  # fmt: skip
+
+
+def _last_failures(state: GraphState) -> str:
+    if not state.recent_failures:
+        return ""
+    return " (last: " + "; ".join(state.recent_failures[-3:]) + ")"
+
+
+def best_kernel(store: RunStore, run_id: str, state: GraphState) -> BestKernel | None:
+    """The best verified kernel, written to runs/<run>/best.py."""
+    if state.best is None:
+        return None
+    row = store.get_candidate(state.best.candidate_id) or {}
+    path = None
+    if row.get("code") is not None:
+        target = store.path.parent / run_id / "best.py"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(row["code"])
+        path = str(target)
+    return BestKernel(
+        candidate_id=state.best.candidate_id,
+        speedup_vs_eager=state.best.speedup_vs_eager,
+        speedup_vs_compile=state.best.speedup_vs_compile,
+        sol_pct=state.best.sol_pct,
+        path=path,
+    )
+
+
+def spend_of(store: RunStore, run_id: str) -> dict:
+    from state.llm_calls import run_spend
+
+    return run_spend(store, run_id)

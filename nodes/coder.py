@@ -1,0 +1,83 @@
+"""coder: write the candidate (`class ModelNew` in the target DSL) from the sketch and the DSL's
+docs; on a retry it also sees the previous code and the failure record, on a refine the
+profile and the best so far, on a rejection the reviewer's words. The model may answer with a
+whole file or with targeted edits (the LLM layer falls back to a rewrite when an edit does not
+apply)."""
+
+from __future__ import annotations
+
+from langgraph.runtime import Runtime
+
+from nodes.checks import candidate_code
+from nodes.context import RunContext
+from nodes.llm import BadReply, BudgetExhausted
+from nodes.prompt_context import with_plan
+from state.graph_state import GraphState, Outcome
+
+
+def coder(state: GraphState, runtime: Runtime[RunContext]) -> dict:
+    ctx = runtime.context
+    previous = candidate_code(ctx, state.parent_id) if state.parent_id else None
+    context = with_plan(ctx, state) | {
+        "sketch": ctx.get_json(state.sketch_sha) or {},
+        "mode": state.mode if previous else "write",
+        "previous_code": previous,
+        "failure": _failure(ctx, state),
+        "profile": _profile(ctx, state),
+        "best": state.best.model_dump() if state.best else None,
+        "feedback": ctx.store.get_blob(state.feedback_sha) if state.feedback_sha else None,
+        "allow_edit": previous is not None,
+    }
+    counts = dict(state.llm_calls)
+    try:
+        answer = ctx.brain.code(context, counts, previous)
+    except BudgetExhausted as exc:
+        return {"llm_calls": counts, "stop_reason": exc.stop_reason}
+    except BadReply as exc:
+        ctx.emit("coder", f"bad reply: {exc}")
+        outcome = Outcome(status="bad_reply", stage="coder", message=str(exc)[:200])
+        return {
+            "llm_calls": counts,
+            "outcome": outcome,
+            "attempts": state.attempts + 1,
+            "recent_failures": [*state.recent_failures, f"bad reply: {exc}"][-5:],
+        }
+    iteration = state.iteration + 1
+    candidate_id = ctx.store.add_candidate(
+        answer.code,
+        ctx.config.dsl,
+        run_id=ctx.run_id,
+        parent_id=state.parent_id,
+        label=f"{context['mode']} #{iteration} ({answer.kind})",
+    )
+    ctx.emit("coder", f"candidate {candidate_id} ({context['mode']}, {answer.kind})")
+    return {
+        "candidate_id": candidate_id,
+        "iteration": iteration,
+        "outcome": None,
+        "feedback_sha": None,
+        "llm_calls": counts,
+    }
+
+
+def _failure(ctx: RunContext, state: GraphState) -> dict | None:
+    outcome = state.outcome
+    if state.mode != "retry" or outcome is None or outcome.report_sha is None:
+        return None
+    return ctx.get_json(outcome.report_sha)
+
+
+def _profile(ctx: RunContext, state: GraphState) -> dict | None:
+    if state.mode != "refine" or state.best is None or state.best.evaluation_id is None:
+        return None
+    row = ctx.store.get_evaluation(state.best.evaluation_id) or {}
+    timing = (row.get("verdict") or {}).get("timing") or {}
+    sol = (row.get("verdict") or {}).get("sol") or {}
+    return {
+        "kernel_ms": timing.get("kernel_ms"),
+        "eager_ms": timing.get("eager_ms"),
+        "speedup_vs_eager": timing.get("speedup_vs_eager"),
+        "sol_pct": row.get("sol_pct"),
+        "bound": sol.get("bound"),
+        "timer": timing.get("timer"),
+    }

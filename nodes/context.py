@@ -1,0 +1,48 @@
+"""What every node gets besides the state: the run's config, store, brain and progress sink.
+
+Passed as LangGraph's run context (never checkpointed), so it can hold live handles.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nodes.brain import Brain
+from state.config import RunConfig
+from state.store import RunStore
+from tools.harness.cache import EvalCache
+from tools.task import TaskSource
+
+
+@dataclass
+class RunContext:
+    config: RunConfig
+    store: RunStore
+    run_id: str
+    brain: Brain
+    artifacts: Path  # runs/<run_id>/: candidate files the harness reads
+    on_event: Callable[[str, str], None] = lambda node, text: None
+    eval_cache: EvalCache = field(default_factory=EvalCache)
+    active_s_before: float = 0.0  # time spent on this run in earlier sessions
+    started: float = field(default_factory=time.monotonic)
+
+    def task(self) -> TaskSource:
+        return TaskSource.read(self.config.task_path, self.config.sets)
+
+    def emit(self, node: str, text: str) -> None:
+        self.on_event(node, text)
+
+    def minutes(self) -> float:
+        return (self.active_s_before + time.monotonic() - self.started) / 60.0
+
+    def put_json(self, data: Any, kind: str) -> str:
+        return self.store.put_blob(json.dumps(data, sort_keys=True, default=repr), kind)
+
+    def get_json(self, sha: str | None) -> Any:
+        text = self.store.get_blob(sha) if sha else None
+        return None if text is None else json.loads(text)

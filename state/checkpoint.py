@@ -1,0 +1,28 @@
+"""The checkpointer factory: LangGraph's SqliteSaver in the run store's own SQLite file.
+
+The serializer's allow-list names our state classes, so a resumed run gets them back as
+models rather than dicts (and nothing else is revived from the database).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from state.graph_state import STATE_CLASSES
+from state.store import BUSY_TIMEOUT_MS, RunStore
+
+
+def serializer() -> JsonPlusSerializer:
+    return JsonPlusSerializer(allowed_msgpack_modules=list(STATE_CLASSES))
+
+
+def open_checkpointer(store: RunStore) -> SqliteSaver:
+    conn = sqlite3.connect(str(store.path), check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA journal_mode=WAL")
+    saver = SqliteSaver(conn, serde=serializer())
+    saver.setup()
+    return saver

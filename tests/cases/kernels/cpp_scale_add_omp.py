@@ -1,0 +1,25 @@
+"""Correct C++ kernel for tasks/scale_add.py, a second version: OpenMP over the elements."""
+
+import torch
+import torch.nn as nn
+
+from tools.dsl.cpp import build_library
+
+SOURCE = r"""
+#include <cstdint>
+
+extern "C" void scale_add_omp(const float* x, float* y, int64_t n) {
+    #pragma omp parallel for simd
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * 2.0f + 1.0f;
+}
+"""
+
+_lib = build_library(SOURCE, name="scale_add_omp")
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        _lib.scale_add_omp(x, y, x.numel())
+        return y

@@ -1,0 +1,114 @@
+"""Bad input to the agent commands: one readable message, the right exit code, no lost run."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+import pytest
+from agent_helpers import TASK, Agent, kernel, write_script
+from cli_helpers import assert_readable_error
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Agent:
+    return Agent(tmp_path, env={"KERNELGRAPH_MODEL": "", "KERNELGRAPH_BASE_URL": ""})
+
+
+def error_of(proc) -> dict:
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--dsl", "fortran"], "unknown DSL 'fortran'"),
+        (["--dsl", "cuda", "--device", "cpu"], "runs on cuda, not on cpu"),
+        (["--dsl", "cpp", "--precision", "fp8"], "--precision must be one of"),
+        (["--dsl", "cpp", "--max-iterations", "0"], "max_iterations"),
+    ],
+)
+def test_bad_settings_are_refused_before_a_run_exists(agent: Agent, args, fragment) -> None:
+    proc = agent("run", str(TASK), "--model", "script:none.json", *args, "--json")
+    assert proc.returncode == 2
+    assert_readable_error(proc, fragment)
+    assert fragment in error_of(proc)["error"]
+    assert not agent.db.exists() or agent.query("SELECT count(*) FROM runs")[0][0] == 0
+
+
+def test_missing_task(agent: Agent, tmp_path: Path) -> None:
+    proc = agent("run", str(tmp_path / "nope.py"), "--dsl", "cpp", "--model", "x", "--json")
+    assert proc.returncode == 2
+    assert error_of(proc)["kind"] == "invalid_task"
+
+
+def test_no_model_says_what_to_set(agent: Agent) -> None:
+    proc = agent("run", str(TASK), "--dsl", "cpp", "--device", "cpu", "--json")
+    assert proc.returncode == 2
+    message = error_of(proc)["error"]
+    assert "--model" in message and "KERNELGRAPH_API_KEY" in message
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_key_alone_never_selects_an_endpoint(agent: Agent) -> None:
+    proc = agent(
+        "run", str(TASK), "--dsl", "cpp", "--device", "cpu", "--json",
+        env={"OPENAI_API_KEY": "sk-should-not-be-used"},
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "No model is configured" in error_of(proc)["error"]
+
+
+def test_bad_script_file(agent: Agent, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    proc = agent.run(bad)
+    assert proc.returncode == 2
+    assert "bad.json" in error_of(proc)["error"]
+
+
+def test_resume_unknown_finished_and_running_runs(agent: Agent, tmp_path: Path) -> None:
+    proc = agent("resume", "r-nope", "--json")
+    assert proc.returncode == 2
+    assert "no run 'r-nope'" in error_of(proc)["error"]
+
+    script = write_script(tmp_path, [kernel("cpp_scale_add")])
+    done = agent.run(script, "--max-iterations", "1")
+    run_id = json.loads(done.stdout.splitlines()[-1])["run_id"]
+    finished = agent("resume", run_id, "--json")
+    assert finished.returncode == 2 and "is finished" in error_of(finished)["error"]
+
+    # pretend a live process (this test) holds the run: a second worker is refused
+    agent.query(
+        "UPDATE runs SET status = 'running', lock_pid = ?, lock_host = ?, lock_started = NULL "
+        "WHERE id = ?",
+        os.getpid(),
+        socket.gethostname(),
+        run_id,
+    )
+    locked = agent("resume", run_id, "--json")
+    assert locked.returncode == 2
+    assert "already running" in error_of(locked)["error"]
+
+
+def test_a_dead_lock_holder_is_taken_over(agent: Agent, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [kernel("cpp_scale_add"), kernel("cpp_scale_add_omp")])
+    first = json.loads(agent.run(script, "--max-iterations", "1").stdout.splitlines()[-1])
+    run_id = first["run_id"]
+    agent.query(
+        "UPDATE runs SET status = 'interrupted', lock_pid = 999999999, lock_host = ? WHERE id = ?",
+        socket.gethostname(),
+        run_id,
+    )
+    proc = agent("resume", run_id, "--json")
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_corrupt_database(agent: Agent) -> None:
+    agent.db.write_bytes(b"this is not a database" * 100)
+    proc = agent("runs", "--json")
+    assert proc.returncode == 2
+    assert "database" in error_of(proc)["error"]
+    assert "Traceback" not in proc.stderr

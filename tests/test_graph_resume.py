@@ -1,0 +1,142 @@
+"""Crash, resume, branch and human review of agent runs, across processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from agent_helpers import TASK, Agent, kernel, write_script
+from cli_helpers import ROOT, json_line
+
+
+def _workers_under(folder: Path) -> list[int]:
+    """Live processes whose command line mentions `folder` (harness workers put it there)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if str(folder) in cmdline and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def _wait_until_gone(folder: Path, within_s: float = 15.0) -> list[int]:
+    deadline = time.monotonic() + within_s
+    while (left := _workers_under(folder)) and time.monotonic() < deadline:
+        time.sleep(0.05)  # waiting for the kernel to reap killed processes, not for work
+    return left
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_loses_nothing_and_evaluates_nothing_twice(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    agent = Agent(
+        tmp_path,
+        env={"KERNELGRAPH_CACHE_DIR": str(tmp_path / "cache"), "KERNELGRAPH_WORK_DIR": str(work)},
+    )
+    script = write_script(
+        tmp_path,
+        [kernel("cpp_scale_sub"), kernel("cpp_scale_add"), kernel("cpp_scale_add_omp")],
+    )
+    args = ["run", str(TASK), "--dsl", "cpp", "--device", "cpu", "--seeds", "1"]
+    args += ["--model", f"script:{script}", "--max-iterations", "3", "--json"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "graph.cli", *args],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **agent.env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    verifying = 0
+    for line in proc.stderr:  # kill it while the second candidate's workers are running
+        if "verifying" in line:
+            verifying += 1
+            if verifying == 2:
+                proc.send_signal(signal.SIGKILL)
+                break
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    assert _wait_until_gone(work) == [], "candidate processes outlived kernelgraph"
+
+    run_id = agent.query("SELECT id FROM runs")[0][0]
+    done = agent("resume", run_id, "--json")
+    summary = json_line(done)
+    assert done.returncode == 0, done.stderr
+    assert summary["status"] == "verified"
+    real = agent.query(
+        "SELECT cache_key, count(*) FROM evaluations "
+        "WHERE json_extract(verdict, '$.cached') = 0 GROUP BY cache_key"
+    )
+    assert real and all(count == 1 for _, count in real), real
+    assert agent.statuses(run_id)[0] == "incorrect"  # the first verdict survived the kill
+    assert _workers_under(work) == []
+
+
+def test_branch_from_a_mid_run_checkpoint(tmp_path: Path) -> None:
+    agent = Agent(tmp_path)
+    add, omp = kernel("cpp_scale_add"), kernel("cpp_scale_add_omp")
+    script = write_script(tmp_path, [add, omp, add])
+    first = json_line(agent.run(script, "--max-iterations", "2"))
+    rows = json_line(agent("history", first["run_id"], "--json"))
+    after_profile = next(r for r in rows if r["node"] == "profiler")
+    assert after_profile["next"] == "coder" and after_profile["best_candidate"]
+
+    proc = agent(
+        "branch", first["run_id"], "--from", str(after_profile["step"]),
+        "--config", "max_iterations=3", "--json",
+    )  # fmt: skip
+    branch = json_line(proc)
+    assert proc.returncode == 0, proc.stderr
+    assert branch["run_id"] != first["run_id"]
+    assert branch["stop_reason"] == "max_iterations"
+    assert branch["spend"]["llm_calls"] == 2  # its own two coder calls: budgets count anew
+    runs = json_line(agent("runs", "--json"))
+    assert runs[0]["run_id"] == branch["run_id"]  # newest first
+    assert runs[0]["parent_run_id"] == first["run_id"]
+    unknown = agent("branch", first["run_id"], "--from", "999", "--json")
+    assert unknown.returncode == 2
+
+
+def test_approve_reject_and_edit_across_processes(tmp_path: Path) -> None:
+    agent = Agent(tmp_path)
+    add, omp = kernel("cpp_scale_add"), kernel("cpp_scale_add_omp")
+    script = write_script(tmp_path, [add, omp, add])
+    waiting = agent.run(script, "--approve", "--max-iterations", "3")
+    summary = json_line(waiting)
+    assert waiting.returncode == 3
+    assert summary["status"] == "awaiting_approval"
+    run_id = summary["run_id"]
+
+    shown = agent("show", run_id)
+    assert "awaiting approval" in shown.stdout and "class ModelNew" in shown.stdout
+    assert "correctness" in shown.stdout  # the check matrix
+
+    approved = agent("approve", run_id, "--json")  # profiled, refined, next one waits
+    assert approved.returncode == 3, approved.stderr
+    rejected = agent("reject", run_id, "--feedback", "use a plain loop", "--json")
+    assert rejected.returncode == 3, rejected.stderr
+    feedback = agent.query("SELECT count(*) FROM blobs WHERE content = 'use a plain loop'")
+    assert feedback[0][0] == 1
+    edited = agent("edit", run_id, "--kernel", str(tmp_path / "mine.py"), "--json")
+    assert edited.returncode == 2  # no such file: a clear error, the run still waits
+    mine = tmp_path / "mine.py"
+    mine.write_text(Path(kernel("cpp_scale_add_omp")["file"]).read_text())
+    edited = agent("edit", run_id, "--kernel", str(mine), "--json")
+    final = json_line(edited)
+    assert edited.returncode == 0, edited.stderr
+    assert final["status"] == "verified"
+    labels = [r[0] for r in agent.query("SELECT label FROM candidates ORDER BY created_at")]
+    assert "human edit" in labels
+    assert agent("approve", run_id, "--json").returncode == 2  # nothing waits any more
