@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from sqlalchemy.exc import DatabaseError as SQLAlchemyDatabaseError
 
 from graph.cli_options import DslOpt, KernelArg, SetOpt, TaskArg, app, default_device, err
@@ -160,7 +161,7 @@ def main() -> None:
         sys.exit(code if isinstance(code, int) else 0)
     except (TaskError, UsageError, RunError, ValidationError) as exc:
         message = _validation_message(exc) if isinstance(exc, ValidationError) else str(exc)
-        err.print(f"[bold red]error:[/] {message}", highlight=False, markup=False)
+        err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
         if "--json" in sys.argv:  # the JSON contract holds for errors too
             kind = {TaskError: "invalid_task", RunError: "run"}.get(type(exc), "usage")
             print(json.dumps({"error": message, "kind": kind}))
@@ -172,7 +173,7 @@ def main() -> None:
             f"it, wait and try again; if the file is corrupt, move it aside or point --db / "
             f"KERNELGRAPH_DB at another file."
         )
-        err.print(f"[bold red]error:[/] {message}", highlight=False, markup=False)
+        err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
         if "--json" in sys.argv:
             print(json.dumps({"error": message, "kind": "database"}))
         sys.exit(2)
@@ -182,12 +183,12 @@ def main() -> None:
         err.print("interrupted")
         sys.exit(130)
     except Exception as exc:  # noqa: BLE001 - one readable line instead of a traceback
-        import click
-
-        if isinstance(exc, click.exceptions.Abort):
+        if isinstance(exc, typer.Abort):
             sys.exit(130)
-        if isinstance(exc, click.ClickException):
+        if isinstance(exc, typer.TyperException) and hasattr(exc, "show"):  # bad usage
             exc.show()
+            if "--json" in sys.argv:
+                print(json.dumps({"error": str(exc), "kind": "usage"}))
             sys.exit(2)
         if os.environ.get("KERNELGRAPH_DEBUG"):
             raise

@@ -68,6 +68,10 @@ def run(
     replay: Annotated[
         str | None, typer.Option(help="Answer from RUN's recorded exchanges.")
     ] = None,
+    endpoint_retries: Annotated[
+        int, typer.Option(help="Retries (with backoff) when the endpoint is down or busy.")
+    ] = 4,
+    request_timeout: Annotated[float, typer.Option(help="Seconds to wait for one reply.")] = 300.0,
     approve: Annotated[
         bool, typer.Option("--approve", help="Stop for a human at each verified candidate.")
     ] = False,
@@ -132,6 +136,8 @@ def run(
             cheap_nodes=[n.strip() for n in cheap_nodes.split(",") if n.strip()],
             prices=_prices(price),
             record=record,
+            endpoint_retries=endpoint_retries,
+            request_timeout_s=request_timeout,
         ),
         limits=Limits(
             max_iterations=max_iterations,

@@ -73,7 +73,7 @@ def render_show(console: Console, data: dict) -> None:
     ]
     console.print(
         f"[bold]{cand['id']}[/] ({cand['label']}; parent {cand['parent_id'] or '—'})"
-        + (f" [{', '.join(tags)}]" if tags else ""),
+        + (f" ({', '.join(tags)})" if tags else ""),
         highlight=False,
     )
     console.print(Syntax(data["code"], "python", line_numbers=True))

@@ -213,7 +213,11 @@ def _summary(store, run_id, config, snapshot, ctx, error) -> RunSummary:
         elif isinstance(error, LLMError):
             exit_code = error.exit_code
         what = "stopped by the user" if isinstance(error, KeyboardInterrupt) else str(error)
-        message = f"{what}. Continue with: kernelgraph resume {run_id}"
+        message = (
+            what
+            if "kernelgraph resume" in what
+            else f"{what}. Continue with: kernelgraph resume {run_id}"
+        )
     elif snapshot.next:
         status, reason = "interrupted", "interrupted"
         message = f"the run stopped before {snapshot.next[0]}: kernelgraph resume {run_id}"

@@ -50,7 +50,8 @@ def test_sigkill_then_resume_loses_nothing_and_evaluates_nothing_twice(tmp_path:
         [kernel("cpp_scale_sub"), kernel("cpp_scale_add"), kernel("cpp_scale_add_omp")],
     )
     args = ["run", str(TASK), "--dsl", "cpp", "--device", "cpu", "--seeds", "1"]
-    args += ["--model", f"script:{script}", "--max-iterations", "3", "--json"]
+    args += ["--model", f"script:{script}", "--max-iterations", "3", "--sol-target-pct", "1e9"]
+    args += ["--json"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "graph.cli", *args],
         cwd=tmp_path,

@@ -23,6 +23,7 @@ ROLES = {
     "candidate": "tools.harness.candidate",
     "judge": "tools.harness.judge",
     "compile": "tools.harness.compile_check",
+    "analyze": "tools.analysis.worker",
 }
 SELF_LIMIT_EXIT = 124
 

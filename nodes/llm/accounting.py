@@ -1,0 +1,74 @@
+"""Budgets, checked before each call, and the record of each call, in the run store.
+
+Both read and write the store (never counters in memory), so a resumed run counts what its
+earlier sessions spent.
+"""
+
+from __future__ import annotations
+
+from nodes.llm.chat import ChatModel, ChatReply
+from nodes.llm.errors import BudgetExhausted
+from nodes.llm.prices import cost, price_of
+from state.config import Limits, ModelConfig
+from state.llm_calls import insert_call, known_usd, run_spend
+from state.store import RunStore
+
+
+def check_budget(store: RunStore, run_id: str, limits: Limits) -> None:
+    """Raise BudgetExhausted when one more call would go past a budget of the run."""
+    if limits.max_llm_calls is not None:
+        calls = run_spend(store, run_id)["llm_calls"]
+        if calls >= limits.max_llm_calls:
+            raise BudgetExhausted(
+                f"the LLM call budget is spent ({calls} calls of --max-llm-calls "
+                f"{limits.max_llm_calls})",
+                stop_reason="max_llm_calls",
+            )
+    if limits.budget_usd is not None:
+        usd = known_usd(store, run_id)
+        if usd >= limits.budget_usd:
+            raise BudgetExhausted(
+                f"the USD budget is spent (${usd:.4f} of --budget-usd {limits.budget_usd:g})",
+                stop_reason="budget_usd",
+            )
+
+
+def record_call(
+    store: RunStore,
+    run_id: str,
+    model: ModelConfig,
+    chat: ChatModel,
+    *,
+    node: str,
+    prompt: str,
+    prompt_sha: str,
+    reply: ChatReply | None,
+    seconds: float,
+    status: str,
+    error: str = "",
+) -> str | None:
+    """Store one exchange (the prompt's text too when the run records); returns the reply's
+    blob sha (None without a reply)."""
+    reply_sha = store.put_blob(reply.text, "llm_reply") if reply is not None else None
+    prompt_blob = store.put_blob(prompt, "llm_prompt") if model.record else None
+    tokens_in = reply.tokens_in if reply else None
+    tokens_out = reply.tokens_out if reply else None
+    insert_call(
+        store,
+        run_id=run_id,
+        node=node,
+        model=chat.name,
+        prompt_sha=prompt_sha,
+        prompt_blob=prompt_blob,
+        reply_sha=reply_sha,
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+        usd=cost(price_of(model, chat.name), tokens_in, tokens_out, free=chat.free)
+        if reply is not None
+        else 0.0,
+        seconds=seconds,
+        status=status,
+        error=error,
+        recorded=model.record,
+    )
+    return reply_sha
