@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from graph.build import compile_graph
+from graph.checkpoints import checkpoint_list
 from graph.errors import RunError
-from graph.history import checkpoint_list
 from graph.progress import Progress
 from graph.runner import _drive, _open_run, validate_config
 from graph.summary import RunSummary

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from graph.build import compile_graph
+from graph.checkpoints import checkpoint_list
 from graph.errors import RunError
-from graph.history import checkpoint_list
 from graph.runner import _as_state, _open_run, _thread, spend_of
 from state import run_lock
 from state.checkpoint import open_checkpointer

@@ -12,7 +12,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from state.graph_state import STATE_CLASSES
-from state.store import BUSY_TIMEOUT_MS, RunStore
+from state.store import RunStore, busy_timeout_ms
 
 
 def serializer() -> JsonPlusSerializer:
@@ -20,8 +20,9 @@ def serializer() -> JsonPlusSerializer:
 
 
 def open_checkpointer(store: RunStore) -> SqliteSaver:
-    conn = sqlite3.connect(str(store.path), check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
-    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    timeout_ms = busy_timeout_ms()
+    conn = sqlite3.connect(str(store.path), check_same_thread=False, timeout=timeout_ms / 1000)
+    conn.execute(f"PRAGMA busy_timeout={timeout_ms}")
     conn.execute("PRAGMA journal_mode=WAL")
     saver = SqliteSaver(conn, serde=serializer())
     saver.setup()

@@ -29,7 +29,17 @@ from state.tables import Base, Blob, Candidate, Evaluation, LLMCall, Run, _now
 log = logging.getLogger(__name__)
 
 DEFAULT_PATH = Path("runs") / "kernelgraph.db"
-BUSY_TIMEOUT_MS = 30_000
+BUSY_TIMEOUT_MS = 30_000  # how long a writer waits for another; $KERNELGRAPH_DB_TIMEOUT_S overrides
+
+
+def busy_timeout_ms() -> int:
+    value = os.environ.get("KERNELGRAPH_DB_TIMEOUT_S")
+    try:
+        return int(float(value) * 1000) if value else BUSY_TIMEOUT_MS
+    except ValueError:
+        return BUSY_TIMEOUT_MS
+
+
 SECRET_MARKERS = ("key", "token", "secret")
 
 
@@ -56,7 +66,7 @@ def _row(obj: Base) -> dict[str, Any]:
 
 def _pragmas(dbapi_conn, _record) -> None:
     cur = dbapi_conn.cursor()
-    cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")  # first: switching to WAL may wait
+    cur.execute(f"PRAGMA busy_timeout={busy_timeout_ms()}")  # first: switching to WAL may wait
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")  # safe in WAL mode, and much faster
     cur.execute("PRAGMA foreign_keys=ON")
@@ -70,7 +80,7 @@ class RunStore:
         self.path = Path(path).resolve()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.engine = create_engine(
-            f"sqlite:///{self.path}", connect_args={"timeout": BUSY_TIMEOUT_MS / 1000}
+            f"sqlite:///{self.path}", connect_args={"timeout": busy_timeout_ms() / 1000}
         )
         event.listen(self.engine, "connect", _pragmas)
         with self.engine.connect() as conn:

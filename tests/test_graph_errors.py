@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -111,4 +112,18 @@ def test_corrupt_database(agent: Agent) -> None:
     proc = agent("runs", "--json")
     assert proc.returncode == 2
     assert "database" in error_of(proc)["error"]
+    assert "Traceback" not in proc.stderr
+
+
+def test_locked_database(agent: Agent) -> None:
+    assert agent("runs", "--json").returncode == 0  # creates the store
+    holder = sqlite3.connect(agent.db)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        proc = agent("runs", "--json", env={"KERNELGRAPH_DB_TIMEOUT_S": "0.5"})
+    finally:
+        holder.rollback()
+        holder.close()
+    assert proc.returncode == 2
+    assert "locked" in error_of(proc)["error"]
     assert "Traceback" not in proc.stderr

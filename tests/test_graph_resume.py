@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -37,38 +38,46 @@ def _wait_until_gone(folder: Path, within_s: float = 15.0) -> list[int]:
     return left
 
 
-@pytest.mark.slow
-def test_sigkill_then_resume_loses_nothing_and_evaluates_nothing_twice(tmp_path: Path) -> None:
+def isolated_agent(tmp_path: Path) -> tuple[Agent, Path]:
+    """An agent with its own caches (nothing evaluated before) and harness work directory."""
     work = tmp_path / "work"
     work.mkdir()
-    agent = Agent(
-        tmp_path,
-        env={"KERNELGRAPH_CACHE_DIR": str(tmp_path / "cache"), "KERNELGRAPH_WORK_DIR": str(work)},
-    )
-    script = write_script(
-        tmp_path,
-        [kernel("cpp_scale_sub"), kernel("cpp_scale_add"), kernel("cpp_scale_add_omp")],
-    )
+    env = {"KERNELGRAPH_CACHE_DIR": str(tmp_path / "cache"), "KERNELGRAPH_WORK_DIR": str(work)}
+    return Agent(tmp_path, env=env), work
+
+
+def start_and_signal(agent: Agent, script: Path, signum: int, at_verification: int):
+    """Start `kernelgraph run` and send `signum` while candidate `at_verification` is being
+    verified (its harness workers are running then)."""
     args = ["run", str(TASK), "--dsl", "cpp", "--device", "cpu", "--seeds", "1"]
     args += ["--model", f"script:{script}", "--max-iterations", "3", "--sol-target-pct", "1e9"]
-    args += ["--json"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "graph.cli", *args],
-        cwd=tmp_path,
+        [sys.executable, "-m", "graph.cli", *args, "--json"],
+        cwd=agent.folder,
         env={**os.environ, "PYTHONPATH": str(ROOT), **agent.env},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     verifying = 0
-    for line in proc.stderr:  # kill it while the second candidate's workers are running
+    for line in proc.stderr:
         if "verifying" in line:
             verifying += 1
-            if verifying == 2:
-                proc.send_signal(signal.SIGKILL)
+            if verifying == at_verification:
+                proc.send_signal(signum)
                 break
-    proc.wait(timeout=60)
-    assert proc.returncode == -signal.SIGKILL
+    stdout, _ = proc.communicate(timeout=120)
+    return proc.returncode, stdout
+
+
+THREE = [kernel("cpp_scale_sub"), kernel("cpp_scale_add"), kernel("cpp_scale_add_omp")]
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_loses_nothing_and_evaluates_nothing_twice(tmp_path: Path) -> None:
+    agent, work = isolated_agent(tmp_path)
+    code, _ = start_and_signal(agent, write_script(tmp_path, THREE), signal.SIGKILL, 2)
+    assert code == -signal.SIGKILL
     assert _wait_until_gone(work) == [], "candidate processes outlived kernelgraph"
 
     run_id = agent.query("SELECT id FROM runs")[0][0]
@@ -83,6 +92,20 @@ def test_sigkill_then_resume_loses_nothing_and_evaluates_nothing_twice(tmp_path:
     assert real and all(count == 1 for _, count in real), real
     assert agent.statuses(run_id)[0] == "incorrect"  # the first verdict survived the kill
     assert _workers_under(work) == []
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path: Path) -> None:
+    agent, work = isolated_agent(tmp_path)
+    code, stdout = start_and_signal(agent, write_script(tmp_path, THREE), signal.SIGINT, 1)
+    summary = json.loads(stdout.splitlines()[-1])
+    assert code == 3
+    assert (summary["status"], summary["stop_reason"]) == ("interrupted", "interrupted")
+    assert f"kernelgraph resume {summary['run_id']}" in summary["message"]
+    assert _wait_until_gone(work) == []
+    done = agent("resume", summary["run_id"], "--json")
+    assert done.returncode == 0, done.stderr
+    assert json_line(done)["status"] == "verified"
 
 
 def test_branch_from_a_mid_run_checkpoint(tmp_path: Path) -> None:
