@@ -14,6 +14,9 @@ from state.config import LLM_NODES, Limits
 from state.graph_state import GraphState
 
 FAILED = {"compile_error", "incorrect", "rejected", "timeout", "crashed", "bad_reply"}
+# Above this, a speed-of-light figure is not believable (e.g. a small task held in CPU caches
+# against a DRAM bandwidth peak): it does not end a run.
+SOL_BELIEVABLE_PCT = 110.0
 
 
 def failed(state: GraphState) -> bool:
@@ -33,7 +36,8 @@ def state_stop(state: GraphState, limits: Limits) -> str | None:
         return None
     outcome = state.outcome
     if outcome is not None and outcome.stage == "profiler" and state.best is not None:
-        if state.best.sol_pct is not None and state.best.sol_pct >= limits.sol_target_pct:
+        sol = state.best.sol_pct
+        if sol is not None and limits.sol_target_pct <= sol <= SOL_BELIEVABLE_PCT:
             return "near_sol"
         if state.plateau >= limits.plateau_patience:
             return "plateau"

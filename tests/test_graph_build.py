@@ -46,6 +46,7 @@ LIMITS = Limits(max_iterations=5, max_retries=2, max_escalations=1, plateau_pati
         (failed(iteration=2, attempts=2, escalations=1), "retries_exhausted"),
         (profiled(iteration=2), None),
         (profiled(sol_pct=95.0, iteration=2), "near_sol"),
+        (profiled(sol_pct=170.0, iteration=2), None),  # not believable: keep refining
         (profiled(iteration=2, plateau=2), "plateau"),
         (profiled(iteration=5), "max_iterations"),
         (GraphState(stop_reason="bad_reply"), "bad_reply"),
