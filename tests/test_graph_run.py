@@ -119,4 +119,3 @@ def test_llm_call_budget_stops_and_keeps_the_best(agent: Agent, tmp_path: Path) 
     again = agent("resume", summary["run_id"], "--json")
     assert again.returncode == 2
     assert "branch" in json.loads(again.stdout.splitlines()[-1])["error"]
-
