@@ -35,7 +35,8 @@ def run_one(example: str, dsl: str, script: str, sets: list[str], device: str, d
     args += ["--model", f"script:{REPO / 'examples' / 'scripts' / script}"]
     for item in sets:
         args += ["--set", item]
-    env = {**os.environ, "KERNELGRAPH_DB": str(db), "PYTHONPATH": str(REPO)}
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "KERNELGRAPH_DB": str(db), "PYTHONPATH": path}
     start = time.monotonic()
     proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=REPO)
     wall = time.monotonic() - start

@@ -1,0 +1,48 @@
+"""C++ (OpenMP): RMSNorm over the last dimension, rows in parallel (float32).
+
+Each thread takes whole rows: a SIMD sum of squares (`omp simd reduction`), then one SIMD
+sweep writing x * scale * weight while the row is still in L1/L2. ModelNew creates its weight
+exactly as Model does, so the harness's identical seeding gives both the same values.
+"""
+
+import torch
+import torch.nn as nn
+
+from tools.dsl.cpp import build_library
+
+SOURCE = r"""
+#include <cmath>
+#include <cstdint>
+
+extern "C" void rmsnorm(const float* __restrict__ x, const float* __restrict__ w,
+                        float* __restrict__ y, int64_t rows, int64_t cols, double eps) {
+    const float e = static_cast<float>(eps);
+    #pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x + r * cols;
+        float* yr = y + r * cols;
+        float ss = 0.0f;
+        #pragma omp simd reduction(+ : ss)
+        for (int64_t j = 0; j < cols; ++j) ss += xr[j] * xr[j];
+        const float scale = 1.0f / std::sqrt(ss / static_cast<float>(cols) + e);
+        #pragma omp simd
+        for (int64_t j = 0; j < cols; ++j) yr[j] = xr[j] * scale * w[j];
+    }
+}
+"""
+
+_lib = build_library(SOURCE, name="rmsnorm")
+
+
+class ModelNew(nn.Module):
+    def __init__(self, hidden, eps):
+        super().__init__()
+        self.weight = nn.Parameter(1.0 + 0.1 * torch.randn(hidden))  # same draw as Model
+        self.eps = eps
+
+    def forward(self, x):
+        x = x.contiguous()
+        cols = x.shape[-1]
+        y = torch.empty_like(x)
+        _lib.rmsnorm(x, self.weight.contiguous(), y, x.numel() // cols, cols, float(self.eps))
+        return y
