@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from graph.cli_options import DslOpt, SetOpt, TaskArg, app, default_device
+from graph.cli_options import DslOpt, SetOpt, TaskArg, app, default_device, err
 from graph.progress import Progress
 from graph.summary import RunSummary
 from state.config import Limits, ModelConfig, Price, RunConfig
@@ -156,7 +156,7 @@ def run(
     def started(run_id: str) -> None:
         progress.run_started(run_id, f"{task} -> {dsl} on {device}")
 
-    _finish(lambda: runner.start(config, db, progress, on_start=started), progress, as_json)
+    _finish(lambda: runner.start(config, db, progress, on_start=started), progress, as_json, db)
 
 
 @app.command()
@@ -168,7 +168,7 @@ def resume(
 
     progress = Progress(quiet=quiet)
     progress.run_started(run_id, "resuming")
-    _finish(lambda: runner.resume(run_id, db, progress), progress, as_json)
+    _finish(lambda: runner.resume(run_id, db, progress), progress, as_json, db)
 
 
 @app.command()
@@ -196,7 +196,7 @@ def branch(
         progress.run_started(new_id, f"branch of {run_id} from step {from_}")
 
     changes = parse_sets(config)
-    _finish(lambda: do_branch(run_id, from_, changes, db, progress, started), progress, as_json)
+    _finish(lambda: do_branch(run_id, from_, changes, db, progress, started), progress, as_json, db)
 
 
 @app.command("approve")
@@ -207,7 +207,7 @@ def approve_cmd(
     from graph import runner
 
     progress = Progress(quiet=quiet)
-    _finish(lambda: runner.approve(run_id, db, progress), progress, as_json)
+    _finish(lambda: runner.approve(run_id, db, progress), progress, as_json, db)
 
 
 @app.command()
@@ -222,7 +222,7 @@ def reject(
     from graph import runner
 
     progress = Progress(quiet=quiet)
-    _finish(lambda: runner.reject(run_id, feedback, db, progress), progress, as_json)
+    _finish(lambda: runner.reject(run_id, feedback, db, progress), progress, as_json, db)
 
 
 @app.command()
@@ -237,7 +237,7 @@ def edit(
     from graph import runner
 
     progress = Progress(quiet=quiet)
-    _finish(lambda: runner.edit(run_id, kernel, db, progress), progress, as_json)
+    _finish(lambda: runner.edit(run_id, kernel, db, progress), progress, as_json, db)
 
 
 def _prices(items: list[str] | None) -> dict[str, Price]:
@@ -256,7 +256,7 @@ def _prices(items: list[str] | None) -> dict[str, Price]:
     return prices
 
 
-def _finish(action, progress: Progress, as_json: bool) -> None:
+def _finish(action, progress: Progress, as_json: bool, db: Path | None = None) -> None:
     """Run `action` with Ctrl-C/SIGTERM as a clean stop, print the summary, exit with its code."""
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
@@ -264,6 +264,11 @@ def _finish(action, progress: Progress, as_json: bool) -> None:
     finally:
         signal.signal(signal.SIGTERM, previous)
         progress.close()
+    if summary.status == "awaiting_approval":  # the reviewer sees what waits, on stderr
+        from graph.inspect import show
+        from graph.report_run import render_show
+
+        render_show(err, show(summary.run_id, db=db))
     if as_json:
         print(json.dumps(summary.contract()))
     else:

@@ -25,7 +25,7 @@ def list_runs(db: Path | None = None, limit: int | None = None) -> list[dict[str
             {
                 "run_id": run["id"],
                 "created_at": run["created_at"],
-                "status": run["status"],
+                "status": _status(run),
                 "stop_reason": run["stop_reason"],
                 "dsl": run["dsl"],
                 "device": run["device"],
@@ -34,6 +34,13 @@ def list_runs(db: Path | None = None, limit: int | None = None) -> list[dict[str
             }
         )
     return rows
+
+
+def _status(run: dict) -> str:
+    """A run marked running whose process is gone (killed, crashed) is interrupted."""
+    if run["status"] == "running" and not run_lock.held_by_live_process(run):
+        return "interrupted"
+    return run["status"]
 
 
 def history(run_id: str, db: Path | None = None) -> list[dict[str, Any]]:

@@ -42,6 +42,15 @@ def _alive(pid: int, started: float | None) -> bool:
     return started is None or ticks is None or ticks == started
 
 
+def held_by_live_process(run: dict) -> bool:
+    """Whether a run row's lock belongs to a process still alive (on this host)."""
+    if not run.get("lock_pid"):
+        return False
+    if run.get("lock_host") != socket.gethostname():
+        return True  # cannot tell: assume it lives
+    return _alive(run["lock_pid"], run.get("lock_started"))
+
+
 def acquire(store, run_id: str) -> None:
     """Take the run's lock for this process, or raise RunLocked naming the holder."""
     host, pid = socket.gethostname(), os.getpid()

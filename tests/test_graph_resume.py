@@ -81,6 +81,8 @@ def test_sigkill_then_resume_loses_nothing_and_evaluates_nothing_twice(tmp_path:
     assert _wait_until_gone(work) == [], "candidate processes outlived kernelgraph"
 
     run_id = agent.query("SELECT id FROM runs")[0][0]
+    listed = json_line(agent("runs", "--json"))
+    assert listed[0]["status"] == "interrupted"  # its process is gone
     done = agent("resume", run_id, "--json")
     summary = json_line(done)
     assert done.returncode == 0, done.stderr
@@ -142,6 +144,7 @@ def test_approve_reject_and_edit_across_processes(tmp_path: Path) -> None:
     assert waiting.returncode == 3
     assert summary["status"] == "awaiting_approval"
     run_id = summary["run_id"]
+    assert "correctness" in waiting.stderr  # the reviewer is shown the check matrix
 
     shown = agent("show", run_id)
     assert "awaiting approval" in shown.stdout and "class ModelNew" in shown.stdout
