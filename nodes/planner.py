@@ -5,12 +5,12 @@ library call under the hybrid policy)."""
 from __future__ import annotations
 
 from langgraph.runtime import Runtime
-from tools.analysis import analyze_task
 
 from nodes.context import RunContext
 from nodes.llm import BadReply, BudgetExhausted
 from nodes.prompt_context import base_context
 from state.graph_state import GraphState
+from tools.analysis import analyze_task
 
 
 def planner(state: GraphState, runtime: Runtime[RunContext]) -> dict:
