@@ -12,6 +12,7 @@ from graph.errors import RunError
 from graph.runner import _as_state, _open_run, _thread, spend_of
 from state import run_lock
 from state.checkpoint import open_checkpointer
+from state.llm_calls import node_spend
 from state.store import RunStore, open_store
 
 
@@ -71,6 +72,7 @@ def show(run_id: str, candidate_id: str | None = None, db: Path | None = None) -
     return {
         "run": {k: row[k] for k in ("id", "status", "stop_reason", "dsl", "device")},
         "spend": spend_of(store, run_id),
+        "spend_by_node": node_spend(store, run_id),
         "candidate": {k: cand[k] for k in ("id", "dsl", "parent_id", "label", "created_at")},
         "is_best": bool(state.best and state.best.candidate_id == cand["id"]),
         "awaiting_approval": bool(snapshot.interrupts),

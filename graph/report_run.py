@@ -82,5 +82,12 @@ def render_show(console: Console, data: dict) -> None:
         console.print(Syntax(data["diff"], "diff"))
     if data["verdict"]:
         render_verdict(console, validate_verdict(data["verdict"]))
+    for node, spend in sorted(data.get("spend_by_node", {}).items()):
+        usd = "cost unknown" if spend.get("usd") is None else f"${spend['usd']:.4f}"
+        console.print(
+            f"{node}: {spend['llm_calls']} LLM calls, {spend['tokens_in']} tokens in, "
+            f"{spend['tokens_out']} out, {usd}",
+            highlight=False,
+        )
     else:
         console.print("not evaluated (it failed before the verifier)")

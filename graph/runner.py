@@ -72,6 +72,11 @@ def start(config: RunConfig, db: Path | None = None, progress: Progress | None =
         config=config.model_dump(mode="json"),
     )
     store.update_run(run_id, status="running")
+    try:
+        make_brain(config, store, run_id)  # a bad model setting leaves no run behind
+    except ModelConfigError as exc:
+        store.delete_run(run_id)
+        raise RunError(str(exc)) from exc
     if on_start:
         on_start(run_id)
     return _drive(store, run_id, config, GraphState(), progress)

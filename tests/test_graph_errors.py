@@ -51,6 +51,7 @@ def test_no_model_says_what_to_set(agent: Agent) -> None:
     message = error_of(proc)["error"]
     assert "--model" in message and "KERNELGRAPH_API_KEY" in message
     assert "Traceback" not in proc.stderr
+    assert agent.query("SELECT count(*) FROM runs")[0][0] == 0  # nothing half-made is left
 
 
 def test_a_key_alone_never_selects_an_endpoint(agent: Agent) -> None:

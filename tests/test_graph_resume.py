@@ -149,6 +149,7 @@ def test_approve_reject_and_edit_across_processes(tmp_path: Path) -> None:
     shown = agent("show", run_id)
     assert "awaiting approval" in shown.stdout and "class ModelNew" in shown.stdout
     assert "correctness" in shown.stdout  # the check matrix
+    assert "planner: 1 LLM calls" in shown.stdout  # spend per node
 
     approved = agent("approve", run_id, "--json")  # profiled, refined, next one waits
     assert approved.returncode == 3, approved.stderr

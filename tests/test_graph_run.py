@@ -4,11 +4,13 @@ on the CPU with C++ kernels: retry, repair, refine, escalation, bad replies and 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from pathlib import Path
 
 import pytest
 from agent_helpers import Agent, kernel, write_script
-from cli_helpers import json_line
+from cli_helpers import ROOT, json_line, kernelgraph
 
 
 @pytest.fixture
@@ -119,3 +121,13 @@ def test_llm_call_budget_stops_and_keeps_the_best(agent: Agent, tmp_path: Path) 
     again = agent("resume", summary["run_id"], "--json")
     assert again.returncode == 2
     assert "branch" in json.loads(again.stdout.splitlines()[-1])["error"]
+
+
+def test_the_readme_main_command_ends_verified(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    command = re.search(r"```bash\n(.*?)\n```", readme, re.S).group(1)
+    args = shlex.split(command.split(".venv/bin/kernelgraph ", 1)[1]) + ["--json"]
+    proc = kernelgraph(*args, cwd=ROOT, env={"KERNELGRAPH_DB": str(tmp_path / "runs.db")})
+    summary = summary_of(proc)
+    assert proc.returncode == 0, proc.stderr
+    assert summary["status"] == "verified" and summary["best"]["speedup_vs_eager"]
