@@ -18,10 +18,12 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from proc_helpers import wait_until_gone
 
 from state.analysis import TaskAnalysis, validate_analysis
 from tools.analysis import ANALYSIS_VERSION, analysis_cache_key, analyze_task
-from tools.analysis.ops import build_stages, classify, resolve
+from tools.analysis.ops import classify
+from tools.analysis.stages import build_stages, resolve
 from tools.analysis.trace import fx_graph_text, record_ops
 from tools.analysis.worker import analyze_module
 from tools.harness import sandbox
@@ -281,19 +283,6 @@ def test_a_task_written_for_cuda_is_analysed_on_meta_anywhere(analysis_env):
 # ---------------------------------------------------------------- sandboxed, end to end
 
 
-def processes_with(marker: str) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if marker.encode() in cmdline:
-                pids.append(int(entry.name))
-    return pids
-
-
 @pytest.fixture(scope="module")
 def analysis_env(tmp_path_factory):
     """A cache directory of this module's own, with fixed CPU peaks (no measuring)."""
@@ -463,6 +452,6 @@ def test_hanging_forward_times_out_and_leaves_no_process(analysis_env, tmp_path,
         analyze_task(task, "cpu", timeout_s=3, cache=EvalCache(tmp_path))
     assert "analysis_hangs.py" in str(info.value)
     assert len(spec_paths) == 1
-    assert processes_with(spec_paths[0]) == []
+    assert wait_until_gone(spec_paths[0]) == []
     assert not Path(spec_paths[0]).parent.exists()  # the work directory is gone too
     assert not list((tmp_path / "evals").iterdir())  # a failure is not cached

@@ -7,35 +7,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from agent_helpers import TASK, Agent, kernel, write_script
 from cli_helpers import ROOT, json_line
-
-
-def _workers_under(folder: Path) -> list[int]:
-    """Live processes whose command line mentions `folder` (harness workers put it there)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if str(folder) in cmdline and state != "Z":
-            found.append(int(entry.name))
-    return found
-
-
-def _wait_until_gone(folder: Path, within_s: float = 15.0) -> list[int]:
-    deadline = time.monotonic() + within_s
-    while (left := _workers_under(folder)) and time.monotonic() < deadline:
-        time.sleep(0.05)  # waiting for the kernel to reap killed processes, not for work
-    return left
+from proc_helpers import wait_until_gone
 
 
 def isolated_agent(tmp_path: Path) -> tuple[Agent, Path]:
@@ -78,7 +55,7 @@ def test_sigkill_then_resume_loses_nothing_and_evaluates_nothing_twice(tmp_path:
     agent, work = isolated_agent(tmp_path)
     code, _ = start_and_signal(agent, write_script(tmp_path, THREE), signal.SIGKILL, 2)
     assert code == -signal.SIGKILL
-    assert _wait_until_gone(work) == [], "candidate processes outlived kernelgraph"
+    assert wait_until_gone(work) == [], "candidate processes outlived kernelgraph"
 
     run_id = agent.query("SELECT id FROM runs")[0][0]
     listed = json_line(agent("runs", "--json"))
@@ -93,7 +70,7 @@ def test_sigkill_then_resume_loses_nothing_and_evaluates_nothing_twice(tmp_path:
     )
     assert real and all(count == 1 for _, count in real), real
     assert agent.statuses(run_id)[0] == "incorrect"  # the first verdict survived the kill
-    assert _workers_under(work) == []
+    assert wait_until_gone(work) == []
 
 
 @pytest.mark.slow
@@ -104,7 +81,7 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path: Path) -> None:
     assert code == 3
     assert (summary["status"], summary["stop_reason"]) == ("interrupted", "interrupted")
     assert f"kernelgraph resume {summary['run_id']}" in summary["message"]
-    assert _wait_until_gone(work) == []
+    assert wait_until_gone(work) == []
     done = agent("resume", summary["run_id"], "--json")
     assert done.returncode == 0, done.stderr
     assert json_line(done)["status"] == "verified"

@@ -22,7 +22,7 @@ JSON-able dict, cached by (task hash, device, ANALYSIS_VERSION, torch version):
                  Labels: "in:N", "param:NAME", "buffer:NAME", "op:K", "const".
     ops_total    how many ATen ops the forward ran (the list stops at trace.MAX_OPS)
     stages       [{"kind", "ops": [indices], "anchor", "prologue", "epilogue", "composite",
-                   "shape", "dtype", "flops", "reads"}]  (ops.build_stages documents the rules)
+                   "shape", "dtype", "flops", "reads"}]  (stages.build_stages documents the rules)
     fx_graph     torch.fx.symbolic_trace text with shapes, or None; fx_error says why not
     trace        "aten" when the op list was recorded, else None; trace_error says why not
     traced_on    "meta", or "cpu" when meta tensors failed and the task was small

@@ -16,6 +16,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 
 from tools.analysis import ops as op_table
+from tools.analysis.stages import resolve
 
 MAX_OPS = 4000  # ops beyond this are counted, not listed (a Python loop of many small ops)
 MAX_ARGS_CHARS = 160
@@ -205,7 +206,7 @@ def record_ops(model: torch.nn.Module, inputs: list[Any]) -> tuple[list[dict], l
     with torch.no_grad(), CompositeMode(recorder), recorder:
         output = model(*inputs)
     outputs = list(output) if isinstance(output, list | tuple) else [output]
-    sources = [op_table.resolve(recorder.label(o), recorder.ops) for o in outputs]
+    sources = [resolve(recorder.label(o), recorder.ops) for o in outputs]
     return recorder.ops, outputs, {"ops_total": recorder.count, "output_sources": sources}
 
 

@@ -17,7 +17,7 @@ import torch
 
 from tools import roofline
 from tools.analysis import ANALYSIS_VERSION
-from tools.analysis.ops import build_stages, stage_of
+from tools.analysis.stages import build_stages, stage_of
 from tools.analysis.trace import (
     StayOnMeta,
     describe_value,
