@@ -9,14 +9,18 @@ JSON-able dict, cached by (task hash, device, ANALYSIS_VERSION, torch version):
     constants    the task's module-level size constants {NAME: value}
     inputs       [{"shape": [..], "dtype": "float32"} | {"value": "repr"}]  forward inputs
     init_inputs  ["repr", ...]  constructor arguments
-    outputs      [{"shape", "dtype", "source": data-flow label, "stage": index | None}
+    outputs      [{"shape", "dtype", "source": data-flow label, "stage": index | None,
+                   "ref": {"t": label, "o": output position}}
                   | {"value": "repr"}]
     parameters   [{"name": "linear.weight", "shape", "dtype"[, "buffer": true]}]
     training     the model's train/eval mode as constructed
     ops          [{"op": "aten.addmm", "overload": "default", "kind": (tools/analysis/ops.py),
                    "shape": first output's, "dtype", "args": short text,
                    "reads": [label per tensor argument], "arg_shapes": [[..] per tensor argument],
-                   "flops": int, optional "composite"/"composite_kind"/"group" (ran inside
+                   "flops": int, "argv"/"kwargv": the arguments as JSON (tensors as
+                   {"t": label, "o": output position}, dtypes as {"dtype": name}, non-finite
+                   floats as {"f": repr}), "outs": [{"shape", "dtype"} per tensor output],
+                   optional "composite"/"composite_kind"/"group" (ran inside
                    e.g. F.scaled_dot_product_attention), optional "state": true (in-place
                    update of a parameter or buffer)}]
                  Labels: "in:N", "param:NAME", "buffer:NAME", "op:K", "const".
@@ -40,7 +44,7 @@ from __future__ import annotations
 
 from typing import Any
 
-ANALYSIS_VERSION = "1"
+ANALYSIS_VERSION = "2"
 
 __all__ = ["ANALYSIS_VERSION", "analysis_cache_key", "analyze_task"]
 

@@ -91,6 +91,7 @@ class OpRecorder(TorchDispatchMode):
         self.ops: list[dict[str, Any]] = []
         self.count = 0
         self.labels = WeakIdKeyDictionary()
+        self.slots = WeakIdKeyDictionary()  # tensor -> output position of the op that made it
         self.group: tuple[int, str, str] | None = None  # (id, function name, kind)
 
     def name(self, tensors: dict[str, torch.Tensor]) -> None:
@@ -123,15 +124,35 @@ class OpRecorder(TorchDispatchMode):
             "reads": reads,
             "arg_shapes": [[int(s) for s in t.shape] for t in tensors],
             "flops": _op_flops(func, args, kwargs, out),
+            "argv": [self.encode(a) for a in args],
+            "kwargv": {k: self.encode(v) for k, v in kwargs.items()},
+            "outs": [describe_value(o) for o in outputs],
         }
         if self.group is not None:
             entry["group"], entry["composite"], entry["composite_kind"] = self.group
         if op_table.is_inplace(str(func)) and reads and reads[0].startswith(("param:", "buffer:")):
             entry["state"] = True  # e.g. BatchNorm's num_batches_tracked += 1
         self.ops.append(entry)
-        for tensor in outputs:
+        for slot, tensor in enumerate(outputs):
             self.labels[tensor] = f"op:{index}"
+            self.slots[tensor] = slot
         return out
+
+    def encode(self, value: Any) -> Any:
+        """A JSON form of one op argument: tensors as {"t": label, "o": output position},
+        dtypes as {"dtype": name}, numbers, strings and None as they are, lists as lists.
+        The builtin model rebuilds the computation from these."""
+        if isinstance(value, torch.Tensor):
+            return {"t": self.label(value), "o": self.slots.get(value, 0)}
+        if isinstance(value, bool | int | str) or value is None:
+            return value
+        if isinstance(value, float):
+            return value if value == value and abs(value) != float("inf") else {"f": repr(value)}
+        if isinstance(value, list | tuple):
+            return [self.encode(v) for v in value]
+        if isinstance(value, torch.dtype):
+            return {"dtype": dtype_name(value)}
+        return {"other": short_repr(value, 80)}
 
 
 def _op_flops(func, args, kwargs, out) -> int:
@@ -207,7 +228,9 @@ def record_ops(model: torch.nn.Module, inputs: list[Any]) -> tuple[list[dict], l
         output = model(*inputs)
     outputs = list(output) if isinstance(output, list | tuple) else [output]
     sources = [resolve(recorder.label(o), recorder.ops) for o in outputs]
-    return recorder.ops, outputs, {"ops_total": recorder.count, "output_sources": sources}
+    refs = [recorder.encode(o) for o in outputs]
+    info = {"ops_total": recorder.count, "output_sources": sources, "output_refs": refs}
+    return recorder.ops, outputs, info
 
 
 # ---------------------------------------------------------------- torch.fx

@@ -208,10 +208,11 @@ def _fill(
     ops = traced["ops"]
     stages = build_stages(ops)
     outputs = []
-    for value, source in zip(traced["outputs"], traced["output_sources"], strict=True):
+    sources = zip(traced["outputs"], traced["output_sources"], traced["output_refs"], strict=True)
+    for value, source, out_ref in sources:
         entry = describe_value(value)
         if isinstance(value, torch.Tensor):
-            entry.update(source=source, stage=stage_of(source, ops, stages))
+            entry.update(source=source, stage=stage_of(source, ops, stages), ref=out_ref)
         outputs.append(entry)
     tensors = [built.inputs, built.model, traced["outputs"]]
     min_bytes = int(roofline.min_bytes(*tensors))

@@ -116,7 +116,25 @@ def _load(adapter, spec: dict, init_inputs: list, precision) -> torch.nn.Module:
     model_class = getattr(module, "ModelNew", None)
     if model_class is None:
         raise CandidateFailure(COMPILE_ERROR, "compile", "the kernel file defines no ModelNew")
-    return ref.build_model(model_class, init_inputs, spec["device"], precision, spec["training"])
+    model = ref.build_model(model_class, init_inputs, spec["device"], precision, spec["training"])
+    state = Path(spec["inputs_dir"]) / "state.pt"
+    if state.exists():
+        share_reference_state(model, dict(load_values(state)))
+    return model
+
+
+def share_reference_state(model: torch.nn.Module, reference: dict[str, torch.Tensor]) -> None:
+    """Give ModelNew the reference's parameters and buffers where names and shapes match, so a
+    kernel is judged on the same weights whatever order its constructor made them in."""
+    own = model.state_dict()
+    matching = {
+        name: tensor
+        for name, tensor in reference.items()
+        if name in own and tuple(own[name].shape) == tuple(tensor.shape)
+    }
+    if matching:
+        with torch.no_grad():
+            model.load_state_dict(matching, strict=False)
 
 
 def _stage(adapter, stage: str, fn):

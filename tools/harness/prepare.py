@@ -41,6 +41,13 @@ def run(spec: dict) -> dict:
     with watch.stage("inputs"):
         init_inputs = _call(lambda: ref.make_init_inputs(module), "get_init_inputs()", task)
         save_values(init_inputs, out_dir / "init.pt")
+        model = _call(
+            lambda: ref.build_model(module.Model, init_inputs, "cpu", precision),
+            "Model(*get_init_inputs())",
+            task,
+        )
+        save_values([[k, v] for k, v in model.state_dict().items()], out_dir / "state.pt")
+        del model
         inputs_by_seed = {}
         for seed in [*spec["seeds"], *ref.TIMING_SEEDS]:
             inputs = _call(lambda s=seed: ref.make_inputs(module, s), "get_inputs()", task)

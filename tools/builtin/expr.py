@@ -1,0 +1,172 @@
+"""The expression language of generated kernels: a small tree of primitive ops.
+
+ATen ops lower into these (tools/builtin/lowering.py, reductions.py); each DSL prints them
+(tools/builtin/triton_print.py, cpp_print.py). Values are computed in fp32 whatever the tensors'
+dtype; comparisons give booleans; index arithmetic is integer.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+# Primitive ops and their arity. Printers must know every one of them.
+UNARY = frozenset(
+    "neg exp log sqrt rsqrt abs erf tanh floor ceil round trunc sin cos log1p expm1 not isnan "
+    "to_float to_bool sigmoid".split()
+)
+BINARY = frozenset("add sub mul div max min pow lt le gt ge eq ne and or fmod".split())
+TERNARY = frozenset({"where"})
+INDEX_OPS = frozenset({"idiv", "imod", "imul", "iadd"})  # integer offset arithmetic
+REDUCTIONS = frozenset("sum max min prod argmax argmin".split())  # over the reduced axis
+
+
+@dataclass(frozen=True)
+class Load:
+    """An element of a tensor argument of the kernel, at `offset` (an integer Expr)."""
+
+    tensor: str  # the kernel argument's name
+    offset: Expr
+    space: str  # "full" (varies along the reduced axis) or "row" (one value per output row)
+
+
+@dataclass(frozen=True)
+class Expr:
+    op: str  # a primitive, "const", "load", "var", "reduce", or an INDEX_OPS op
+    args: tuple[Expr, ...] = ()
+    attr: Any = None  # the constant, the Load, or the variable name
+
+    def __add__(self, other: Expr) -> Expr:
+        return call("add", self, other)
+
+    def __mul__(self, other: Expr) -> Expr:
+        return call("mul", self, other)
+
+    def __sub__(self, other: Expr) -> Expr:
+        return call("sub", self, other)
+
+    def __truediv__(self, other: Expr) -> Expr:
+        return call("div", self, other)
+
+
+def const(value: float | int | bool) -> Expr:
+    return Expr("const", attr=value)
+
+
+def var(name: str) -> Expr:
+    return Expr("var", attr=name)
+
+
+def call(op: str, *args: Expr) -> Expr:
+    expected = 1 if op in UNARY else 2 if op in BINARY else 3 if op in TERNARY else None
+    if expected is None or expected != len(args):
+        raise ValueError(f"primitive {op!r} takes {expected} argument(s), got {len(args)}")
+    return Expr(op, tuple(args))
+
+
+def reduce(kind: str, e: Expr) -> Expr:
+    """The reduction of a full-space expression over the kernel's reduced axis (a row value)."""
+    if kind not in REDUCTIONS:
+        raise ValueError(f"unknown reduction {kind!r}")
+    return Expr("reduce", (e,), attr=kind)
+
+
+def as_expr(value: Any) -> Expr:
+    if isinstance(value, Expr):
+        return value
+    if isinstance(value, bool | int | float):
+        return const(value)
+    raise TypeError(f"not an expression: {value!r}")
+
+
+def is_const(e: Expr, value: float | None = None) -> bool:
+    return e.op == "const" and (value is None or e.attr == value)
+
+
+def walk(e: Expr):
+    """Every node of the tree, children first."""
+    for a in e.args:
+        yield from walk(a)
+    if e.op == "load":
+        yield from walk(e.attr.offset)
+    yield e
+
+
+def loads(e: Expr) -> list[Load]:
+    seen: list[Load] = []
+    for node in walk(e):
+        if node.op == "load" and node.attr not in seen:
+            seen.append(node.attr)
+    return seen
+
+
+# ---------------------------------------------------------------- integer offsets
+
+
+def _ix(op: str, a: Expr, b: int) -> Expr:
+    return Expr(op, (a, const(b)))
+
+
+def offset_of(index: Expr, shape: list[int], strides: list[int]) -> Expr:
+    """The memory offset of element `index` (a flat row-major index into `shape`) of a tensor
+    laid out with `strides` (0 where it is broadcast). Dims of size 1 and stride 0 drop out,
+    neighbours that are contiguous with each other merge, so a contiguous tensor costs no
+    arithmetic and a per-channel one a single divide and modulo."""
+    dims = _merge(shape, strides)
+    numel = math.prod(shape) if shape else 1
+    terms: list[Expr] = []
+    inner = numel
+    for size, stride in dims:
+        inner //= size
+        if stride == 0:
+            continue
+        term = index if inner == 1 else _ix("idiv", index, inner)
+        if inner * size != numel:
+            term = _ix("imod", term, size)
+        terms.append(term if stride == 1 else _ix("imul", term, stride))
+    if not terms:
+        return const(0)
+    total = terms[0]
+    for t in terms[1:]:
+        total = Expr("iadd", (total, t))
+    return total
+
+
+def _merge(shape: list[int], strides: list[int]) -> list[tuple[int, int]]:
+    """(size, stride) pairs without size-1 dims, neighbours merged where memory allows."""
+    dims: list[tuple[int, int]] = []
+    for size, stride in zip(shape, strides, strict=True):
+        if size == 1:
+            continue
+        if dims:
+            outer_size, outer_stride = dims[-1]
+            if outer_stride == stride * size:
+                dims[-1] = (outer_size * size, stride)
+                continue
+        dims.append((size, stride))
+    return dims
+
+
+def contiguous_strides(shape: list[int]) -> list[int]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(int(size), 1)
+    return strides[::-1]
+
+
+def broadcast_strides(shape: list[int], strides: list[int], to: list[int]) -> list[int]:
+    """Strides of a tensor expanded (right-aligned, numpy rules) to shape `to`."""
+    if len(shape) > len(to):
+        raise ValueError(f"cannot broadcast {shape} to {to}")
+    pad = len(to) - len(shape)
+    out = [0] * pad
+    for size, stride, target in zip(shape, strides, to[pad:], strict=True):
+        if size == target:
+            out.append(stride if size != 1 else 0)
+        elif size == 1:
+            out.append(0)
+        else:
+            raise ValueError(f"cannot broadcast {shape} to {to}")
+    return out

@@ -1,0 +1,343 @@
+"""One group of traced ops → one kernel: expressions over the group's index space.
+
+`build_group` walks the group's ops in order, keeping each in-group result as an expression and
+loading everything else (inputs, parameters, other groups' results, through their views) as a
+kernel argument. A result that other groups or the model's outputs need is stored. Anything
+that does not fit one kernel raises FusionError; the program builder then splits the group.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tools.builtin.errors import FusionError, Unsupported
+from tools.builtin.expr import (
+    Expr,
+    Load,
+    _merge,
+    broadcast_strides,
+    call,
+    const,
+    contiguous_strides,
+    offset_of,
+    var,
+    walk,
+)
+from tools.builtin.kernels import FusedKernel, GemmKernel, Operand, Reduction, Store, numel
+from tools.builtin.lowering import lower_pointwise
+from tools.builtin.reductions import ROW_OPS, RowLowering, row_key
+from tools.builtin.values import Value
+
+# Views that keep row-major element order when the element count does not change.
+RESHAPES = frozenset(
+    "view _unsafe_view reshape _reshape_alias squeeze unsqueeze flatten unflatten alias detach "
+    "lift_fresh".split()
+)
+GEMMS = frozenset({"mm", "addmm", "bmm", "baddbmm"})
+
+
+def op_name(op: dict[str, Any]) -> str:
+    return op["op"].split(".", 1)[1]
+
+
+@dataclass
+class InGroup:
+    expr: Expr
+    space: str  # "full" | "row" | "acc"
+    shape: list[int]
+
+
+@dataclass
+class Space:
+    outer: int
+    rlen: int
+    inner: int
+
+    @property
+    def full(self) -> int:
+        return self.outer * self.rlen * self.inner
+
+    @property
+    def rows(self) -> int:
+        return self.outer * self.inner
+
+    def row_pattern(self) -> list[tuple[int, int]]:
+        """How a row value broadcast over the full space is addressed: k = o * inner + i."""
+        return _merge([self.outer, self.rlen, self.inner], [self.inner, 0, 1])
+
+
+def collapse(shape: list[int], dims: list[int]) -> Space:
+    """[outer, rlen, inner] for reducing `dims` of `shape`; size-1 dims do not count."""
+    reduced = [d for d in dims if shape[d] != 1]
+    if not reduced:
+        return Space(numel(shape), 1, 1)
+    if reduced != list(range(reduced[0], reduced[-1] + 1)):
+        if any(shape[d] != 1 for d in range(reduced[0], reduced[-1] + 1) if d not in reduced):
+            raise Unsupported("a reduction over non-adjacent dims", f"dims {dims} of {shape}")
+    first, last = reduced[0], reduced[-1]
+    return Space(numel(shape[:first]), numel(shape[first : last + 1]), numel(shape[last + 1 :]))
+
+
+@dataclass
+class GroupContext:
+    """What the builder needs from the program: op list, where values live, who reads them."""
+
+    ops: list[dict[str, Any]]
+    external: Callable[[dict], Value]  # a ref's forward tensor (views applied), for loading
+    chain: Callable[[dict], tuple[tuple[str, int], list[int]]]  # ref -> (producer key, views)
+    needed_outside: Callable[[tuple[str, int], set[int]], bool]
+    out_dtype: Callable[[int, int], str]
+
+
+@dataclass
+class GroupResult:
+    kernel: FusedKernel | GemmKernel
+    inputs: list[Value] = field(default_factory=list)
+    outputs: list[tuple[tuple[str, int], list[int], str]] = field(default_factory=list)
+
+
+class _RowArgs:
+    def __init__(self, builder: GroupBuilder, op: dict, index: int) -> None:
+        self.b, self.op, self.index = builder, op, index
+        self.values = op.get("argv") or []
+        self.kwargs = {k: v for k, v in (op.get("kwargv") or {}).items()}
+        shapes = op.get("arg_shapes") or [[]]
+        self.in_shape = list(shapes[0])
+
+    def x(self) -> Expr:
+        return self.b.operand(self.values[0], list(self.in_shape), "full")
+
+    def full(self, i: int, shape: list[int], place: list[int] | None = None) -> Expr:
+        return self.b.operand(self.values[i], shape, "full", place)
+
+    def present(self, i: int) -> bool:
+        return len(self.values) > i and isinstance(self.values[i], dict) and "t" in self.values[i]
+
+
+class _Probe:
+    """RowArgs that only answer the space (for choosing the group's space up front)."""
+
+    def __init__(self, op: dict) -> None:
+        self.values = op.get("argv") or []
+        self.kwargs = dict(op.get("kwargv") or {})
+        self.in_shape = list((op.get("arg_shapes") or [[]])[0])
+
+    def x(self) -> Expr:
+        return const(0.0)
+
+    def full(self, i, shape, place=None) -> Expr:
+        return const(0.0)
+
+    def present(self, i: int) -> bool:
+        return len(self.values) > i and isinstance(self.values[i], dict) and "t" in self.values[i]
+
+
+class GroupBuilder:
+    def __init__(self, ctx: GroupContext, members: list[int], name: str) -> None:
+        self.ctx, self.members, self.name = ctx, members, name
+        self.member_set = set(members)
+        self.env: dict[tuple[str, int], InGroup] = {}
+        self.inputs: list[Value] = []
+        self.arg_names: dict[str, str] = {}
+        self.space = self._choose_space()
+
+    # ------------------------------------------------------------ space and operands
+
+    def _choose_space(self) -> Space:
+        first = self.ctx.ops[self.members[0]]
+        if op_name(first) in GEMMS:
+            shape = first["outs"][0]["shape"]
+            return Space(numel(shape[:-1]), 1, shape[-1])
+        for i in self.members:
+            op = self.ctx.ops[i]
+            key = row_key(op_name(op), op["overload"])
+            if key is not None:
+                lowering = ROW_OPS[key](_Probe(op))
+                return collapse(lowering.space, lowering.reduce_dims)
+        biggest = max(numel(self.ctx.ops[i]["outs"][0]["shape"]) for i in self.members)
+        return Space(biggest, 1, 1)
+
+    def _arg(self, value: Value) -> str:
+        if value.var not in self.arg_names:
+            self.arg_names[value.var] = f"in{len(self.inputs)}"
+            self.inputs.append(value)
+        return self.arg_names[value.var]
+
+    def operand(self, ref: Any, shape: list[int], space: str, place: list[int] | None = None):
+        """Tensor argument `ref` as read by an op of output `shape` in `space`."""
+        if not (isinstance(ref, dict) and "t" in ref):
+            return ref
+        key, views = self.ctx.chain(ref)
+        if key in self.env:
+            return self._in_group(self.env[key], views, shape, space)
+        value = self.ctx.external(ref)
+        if place is not None:
+            strides = [0] * len(shape)
+            for d, s in zip(place, value.strides, strict=True):
+                strides[d] = s
+        else:
+            try:
+                strides = broadcast_strides(value.shape, value.strides, shape)
+            except ValueError as exc:
+                raise FusionError(str(exc)) from exc
+        index = var("idx") if space == "full" else var("k")
+        load = Load(self._arg(value), offset_of(index, shape, strides), space)
+        return Expr("load", attr=load)
+
+    def _in_group(self, held: InGroup, views: list[int], shape: list[int], space: str) -> Expr:
+        current = list(held.shape)
+        for v in views:
+            op = self.ctx.ops[v]
+            out = op["outs"][0]["shape"]
+            if op_name(op) not in RESHAPES or numel(out) != numel(current):
+                raise FusionError(f"{op['op']} of a value inside the kernel")
+            current = list(out)
+        if held.space == space or (held.space == "acc" and space == "full"):
+            if numel(current) != numel(shape):
+                raise FusionError("a value broadcast inside the kernel")
+            return held.expr
+        if held.space == "row" and space == "full":
+            strides = broadcast_strides(current, contiguous_strides(current), shape)
+            if _merge(shape, strides) != self.space.row_pattern():
+                raise FusionError("a row value broadcast along another axis")
+            return held.expr
+        raise FusionError("a full-size value used per row")
+
+    def _space_of(self, shape: list[int]) -> str:
+        n = numel(shape)
+        if n == self.space.full:
+            return "full"
+        if self.space.rlen > 1 and n == self.space.rows:
+            return "row"
+        raise FusionError(f"an op of {n} elements in a kernel over {self.space.full}")
+
+    # ------------------------------------------------------------ ops
+
+    def add(self, index: int) -> None:
+        op = self.ctx.ops[index]
+        name = op_name(op)
+        key = row_key(name, op["overload"])
+        if name in GEMMS:
+            self._gemm(index, op, name)
+        elif key is not None:
+            self._row(index, op, key)
+        else:
+            shape = op["outs"][0]["shape"]
+            space = self._space_of(shape)
+            args = [self.operand(a, shape, space) for a in op.get("argv") or []]
+            kwargs = {k: self.operand(v, shape, space) for k, v in (op.get("kwargv") or {}).items()}
+            expr = lower_pointwise(name, op["overload"], args, kwargs)
+            self.env[(f"op:{index}", 0)] = InGroup(expr, space, shape)
+
+    def _row(self, index: int, op: dict, key: str) -> None:
+        lowering: RowLowering = ROW_OPS[key](_RowArgs(self, op, index))
+        space = collapse(lowering.space, lowering.reduce_dims)
+        if lowering.reduce_dims and space != self.space and space.rlen > 1:
+            raise FusionError("two reductions over different axes")
+        for slot, (expr, out) in enumerate(zip(lowering.outputs, op["outs"], strict=False)):
+            if expr is not None:
+                self.env[(f"op:{index}", slot)] = InGroup(expr, self._space_of(out["shape"]),
+                                                          out["shape"])  # fmt: skip
+
+    def _gemm(self, index: int, op: dict, name: str) -> None:
+        if index != self.members[0]:
+            raise FusionError("a matrix product inside a fused kernel")
+        argv = op["argv"]
+        bias, (a_ref, b_ref) = (argv[0], argv[1:3]) if name.startswith(("addmm", "baddbmm")) else (
+            None, argv[0:2])  # fmt: skip
+        a_val, b_val = self.ctx.external(a_ref), self.ctx.external(b_ref)
+        shape = op["outs"][0]["shape"]
+        batch = shape[0] if len(shape) == 3 else 1
+        m, n, k = shape[-2], shape[-1], a_val.shape[-1]
+        self.gemm = (a_val, b_val, batch, m, n, k)
+        acc: Expr = var("acc")
+        kwargs = op.get("kwargv") or {}
+        alpha = argv[4] if len(argv) > 4 else kwargs.get("alpha", 1)
+        beta = argv[3] if len(argv) > 3 else kwargs.get("beta", 1)
+        if alpha != 1:
+            acc = call("mul", acc, const(alpha))
+        if bias is not None and beta != 0:
+            term = self.operand(bias, shape, "full")
+            acc = call("add", acc, term if beta == 1 else call("mul", term, const(beta)))
+        self.env[(f"op:{index}", 0)] = InGroup(acc, "acc", shape)
+
+    # ------------------------------------------------------------ result
+
+    def finish(self, kind: str) -> GroupResult:
+        stores, outputs = [], []
+        for (label, slot), held in self.env.items():
+            index = int(label[3:])
+            if not self.ctx.needed_outside((label, slot), self.member_set):
+                continue
+            arg = f"out{len(outputs)}"
+            dtype = self.ctx.out_dtype(index, slot)
+            outputs.append(((label, slot), held.shape, dtype))
+            space = "row" if held.space == "row" else "full"
+            stores.append(Store(arg, held.expr, space))
+        if not stores:
+            raise FusionError("a group with no result")
+        names = [f"out{i}" for i in range(len(outputs))]
+        inputs = [self.arg_names[v.var] for v in self.inputs]
+        if hasattr(self, "gemm"):
+            kernel = self._gemm_kernel(stores, inputs, names)
+        else:
+            kernel = self._fused_kernel(stores, inputs, names, kind)
+        return GroupResult(kernel, list(self.inputs), outputs)
+
+    def _fused_kernel(self, stores, inputs, names, kind) -> FusedKernel:
+        reductions: list[Reduction] = []
+        found: dict[Expr, Expr] = {}
+
+        def extract(e: Expr) -> Expr:
+            if e.op in ("const", "var"):
+                return e
+            if e.op == "load":
+                return e
+            args = tuple(extract(a) for a in e.args)
+            if e.op == "reduce":
+                key = Expr("reduce", args, e.attr)
+                if key not in found:
+                    found[key] = var(f"r{len(reductions)}")
+                    reductions.append(Reduction(e.attr, args[0]))
+                return found[key]
+            return Expr(e.op, args, e.attr)
+
+        stores = [Store(s.arg, extract(s.value), s.space) for s in stores]
+        space = self.space
+        if not reductions:  # nothing reduced: one flat pointwise space
+            space = Space(space.full, 1, 1)
+            stores = [Store(s.arg, s.value, "full") for s in stores]
+        return FusedKernel(self.name, space.outer, space.rlen, space.inner, inputs, names,
+                           reductions, stores, kind)  # fmt: skip
+
+    def _gemm_kernel(self, stores, inputs, names) -> GemmKernel:
+        a_val, b_val, batch, m, n, k = self.gemm
+        for s in stores:
+            if any(node.op == "reduce" for node in walk(s.value)):
+                raise FusionError("a reduction after a matrix product")
+        a = Operand(self._arg(a_val), _gemm_strides(a_val, batch))
+        b = Operand(self._arg(b_val), _gemm_strides(b_val, batch))
+        inputs = [self.arg_names[v.var] for v in self.inputs]
+        return GemmKernel(self.name, batch, m, n, k, a, b, inputs, names, stores)
+
+
+def _gemm_strides(value: Value, batch: int) -> tuple[int, int, int]:
+    strides = list(value.strides)
+    if len(strides) == 2:
+        return (0, strides[0], strides[1])
+    if value.shape[0] == 1 and batch > 1:
+        return (0, strides[1], strides[2])
+    return (strides[0], strides[1], strides[2])
+
+
+def build_group(ctx: GroupContext, members: list[int], name: str, kind: str) -> GroupResult:
+    builder = GroupBuilder(ctx, members, name)
+    for index in members:
+        builder.add(index)
+    return builder.finish(kind)
+
+
+__all__ = ["GroupContext", "GroupResult", "build_group", "collapse", "math"]

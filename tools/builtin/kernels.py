@@ -1,0 +1,86 @@
+"""What a generated kernel computes, independent of the DSL that prints it.
+
+A `FusedKernel` covers pointwise chains, reductions, the softmax family and normalisations:
+its index space is [outer, rlen, inner] (rlen is the reduced extent, 1 when nothing is
+reduced); a *row* is one (outer, inner) pair, numbered `k = o * inner + i`, and a full-space
+element is numbered `idx = o * rlen * inner + r * inner + i`. Expressions use var("idx") and
+var("k") for those, var("rN") for the N-th reduction's row value, and load kernel arguments
+through `Load`. A `GemmKernel` is a (batched) matrix product with an epilogue over var("acc")
+and var("idx") = flat index of the [batch, m, n] output.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from tools.builtin.expr import Expr, loads
+
+
+@dataclass
+class Store:
+    arg: str  # the output kernel argument
+    value: Expr
+    space: str  # "full" or "row"; stored at idx or k (outputs are contiguous)
+
+
+@dataclass
+class Reduction:
+    kind: str  # sum max min prod argmax argmin
+    value: Expr  # full-space argument (may use earlier reductions' rN)
+
+
+@dataclass
+class FusedKernel:
+    name: str
+    outer: int
+    rlen: int
+    inner: int
+    inputs: list[str]
+    outputs: list[str]
+    reductions: list[Reduction] = field(default_factory=list)
+    stores: list[Store] = field(default_factory=list)
+    kind: str = "pointwise"  # pointwise | reduction | softmax | norm: what the sketch calls it
+
+    @property
+    def rows(self) -> int:
+        return self.outer * self.inner
+
+    @property
+    def numel(self) -> int:
+        return self.outer * self.rlen * self.inner
+
+    def is_pointwise(self) -> bool:
+        return not self.reductions and all(s.space == "full" for s in self.stores)
+
+    def full_loads(self):
+        return [ld for s in self.stores for ld in loads(s.value) if ld.space == "full"]
+
+
+@dataclass
+class Operand:
+    arg: str
+    strides: tuple[int, int, int]  # (batch, rows, cols) in elements; batch 0 when shared
+
+
+@dataclass
+class GemmKernel:
+    name: str
+    batch: int
+    m: int
+    n: int
+    k: int
+    a: Operand  # [batch, m, k]
+    b: Operand  # [batch, k, n]
+    inputs: list[str]
+    outputs: list[str]
+    stores: list[Store] = field(default_factory=list)
+    kind: str = "gemm"
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.batch * self.m * self.n * self.k
+
+
+def numel(shape: list[int]) -> int:
+    return math.prod(shape) if shape else 1

@@ -1,0 +1,106 @@
+"""The kernel file the builtin writes: kernels from a backend, then `class ModelNew` whose forward
+runs the program's steps. The first line records the tuning config, so the refine edge (and a
+person reading the file) can tell which configuration a candidate is."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tools.builtin.program import Program, Step
+
+CONFIG_MARK = "# kernelgraph-builtin config: "
+
+
+def render(program: Program, backend, config: dict[str, dict[str, Any]], summary: str) -> str:
+    lines = [
+        CONFIG_MARK + json.dumps(config, sort_keys=True),
+        f'"""{summary} (written by the kernelgraph builtin model)."""',
+        "",
+        backend.prelude.rstrip(),
+    ]
+    for kernel in program.kernels:
+        lines += ["", "", backend.kernel_source(kernel, config[kernel.name])]
+    lines += ["", "", *_model_class(program, backend, config)]
+    return "\n".join(lines) + "\n"
+
+
+def read_config(code: str | None) -> dict[str, dict[str, Any]] | None:
+    """The tuning config a builtin kernel file records, or None for any other file."""
+    if not code or not code.startswith(CONFIG_MARK):
+        return None
+    try:
+        return json.loads(code.splitlines()[0][len(CONFIG_MARK) :])
+    except ValueError:
+        return None
+
+
+def _model_class(program: Program, backend, config: dict) -> list[str]:
+    init = ["def __init__(self, *args, **kwargs):", "    super().__init__()"]
+    init += ["    " + line for line in _state_lines(program.params)]
+    names = [f"x{i}" for i in range(program.n_inputs)]
+    body = [f"def forward(self, {', '.join(names)}):"] if names else ["def forward(self):"]
+    device = None
+    for name in names:
+        body.append(f"    if isinstance({name}, torch.Tensor):")
+        body.append(f"        {name} = {name}.contiguous()")
+        device = device or f"{name}.device"
+    device = device or _first_param_device(program)
+    for step in program.steps:
+        body += ["    " + line for line in _step_lines(step, backend, config, device)]
+    outs = program.outputs
+    body.append(f"    return {outs[0]}" if len(outs) == 1 else f"    return ({', '.join(outs)},)")
+    return [
+        "class ModelNew(nn.Module):",
+        *("    " + line if line else "" for line in [*init, "", *body]),
+    ]
+
+
+def _state_lines(params: list[dict[str, Any]]) -> list[str]:
+    """Parameters and buffers under their state_dict names (the harness gives them the
+    reference's values by name), with containers for dotted names."""
+    lines, made = [], {""}
+    for p in params:
+        *parents, leaf = p["name"].split(".")
+        for depth in range(len(parents)):
+            path = ".".join(parents[: depth + 1])
+            if path not in made:
+                made.add(path)
+                owner = _module(".".join(parents[:depth]))
+                lines.append(f"{owner}.add_module({parents[depth]!r}, nn.Module())")
+        tensor = f"torch.empty({tuple(p['shape'])}, dtype=torch.{p['dtype']})"
+        owner = _module(".".join(parents))
+        if p.get("buffer"):
+            lines.append(f"{owner}.register_buffer({leaf!r}, {tensor})")
+        else:
+            lines.append(f"{owner}.register_parameter({leaf!r}, nn.Parameter({tensor}))")
+    return lines
+
+
+def _module(path: str) -> str:
+    return "self" if not path else f"self.get_submodule({path!r})"
+
+
+def _first_param_device(program: Program) -> str:
+    for p in program.params:
+        return f"{_attr(p['name'])}.device"
+    return "torch.device('cuda' if torch.cuda.is_available() else 'cpu')"
+
+
+def _attr(path: str) -> str:
+    from tools.builtin.program import attribute
+
+    return attribute(path)
+
+
+def _step_lines(step: Step, backend, config: dict, device: str) -> list[str]:
+    if step.kind == "view":
+        return [f"{step.outs[0]} = {step.op}({step.args})"]
+    if step.kind == "library":
+        return [f"{', '.join(step.outs)} = {step.op}({step.args})"]
+    lines = []
+    for var, (shape, dtype) in zip(step.outs, step.out_shapes, strict=True):
+        lines.append(f"{var} = torch.empty({tuple(shape)}, device={device}, dtype=torch.{dtype})")
+    kernel = step.kernel
+    lines += backend.launch(kernel, [*step.inputs, *step.outs], config[kernel.name])
+    return lines

@@ -1,0 +1,65 @@
+"""Printing expressions as straight-line code, one temporary per distinct subexpression.
+
+A DSL supplies `Syntax`: how to spell each primitive, a constant, a load and an assignment.
+The printer shares common subexpressions (softmax's exp(x - max) is computed once) and keeps
+the statements in dependency order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from tools.builtin.expr import Expr, Load
+
+
+class Syntax(Protocol):
+    def primitive(self, op: str, args: list[str]) -> str: ...
+
+    def constant(self, value: float | int | bool) -> str: ...
+
+    def load(self, load: Load, offset: str) -> str: ...
+
+    def assign(self, name: str, value: str) -> str: ...
+
+    index_symbols: dict[str, str]  # idiv imod imul iadd
+
+
+@dataclass
+class Printer:
+    syntax: Syntax
+    names: dict[str, str] = field(default_factory=dict)  # var name -> spelling
+    prefix: str = "t"
+    lines: list[str] = field(default_factory=list)
+    _done: dict[Expr, str] = field(default_factory=dict)
+
+    def value(self, e: Expr) -> str:
+        """The spelling of `e`, emitting the statements it needs first."""
+        if e in self._done:
+            return self._done[e]
+        if e.op == "const":
+            return self.syntax.constant(e.attr)
+        if e.op == "var":
+            return self.names.get(e.attr, e.attr)
+        if e.op == "load":
+            text = self.syntax.load(e.attr, self.index(e.attr.offset))
+        else:
+            text = self.syntax.primitive(e.op, [self.value(a) for a in e.args])
+        name = f"{self.prefix}{len(self._done)}"
+        self.lines.append(self.syntax.assign(name, text))
+        self._done[e] = name
+        return name
+
+    def index(self, e: Expr) -> str:
+        """Integer offset arithmetic, inline (cheap, and constant divisors fold)."""
+        if e.op == "const":
+            return str(int(e.attr))
+        if e.op == "var":
+            return self.names.get(e.attr, e.attr)
+        a, b = (self.index(x) for x in e.args)
+        symbol = self.syntax.index_symbols[e.op]
+        return f"({a} {symbol} {b})"
+
+    def take(self) -> list[str]:
+        lines, self.lines = self.lines, []
+        return lines

@@ -1,0 +1,279 @@
+"""The generated forward as a program: view steps, library calls (hybrid) and kernel launches.
+
+`build_program(analysis, policy, precision_dtype)` groups the traced ops (the analysis stages,
+split op by op where a stage does not fit one kernel), builds each group's kernel
+(tools/builtin/groups.py) and records the steps the forward runs. It raises Unsupported, naming
+the op, for what the builtin cannot write under the policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tools.analysis.ops import ALLOC, NO_COMPUTE, POINTWISE, VIEW
+from tools.builtin.errors import FusionError, Unsupported
+from tools.builtin.groups import GEMMS, GroupContext, GroupResult, build_group, op_name
+from tools.builtin.kernels import FusedKernel, GemmKernel
+from tools.builtin.lowering import POINTWISE as POINTWISE_OPS
+from tools.builtin.reductions import row_key
+from tools.builtin.values import (
+    DROPPED_KWARGS,
+    Value,
+    float_dtype,
+    meta_tensor,
+    python_name,
+    replay,
+    source_text,
+)  # fmt: skip
+from tools.harness import op_policy
+
+
+@dataclass
+class Step:
+    kind: str  # "view" | "library" | "launch"
+    outs: list[str]
+    op: str = ""  # "aten.view.default" for views and library calls
+    args: str = ""  # Python source of the arguments
+    kernel: FusedKernel | GemmKernel | None = None
+    inputs: list[str] = field(default_factory=list)
+    out_shapes: list[tuple[list[int], str]] = field(default_factory=list)
+
+
+@dataclass
+class Program:
+    steps: list[Step]
+    outputs: list[str]  # the forward's return values (variables)
+    params: list[dict[str, Any]]
+    n_inputs: int
+    hybrid_ops: list[str] = field(default_factory=list)
+
+    @property
+    def kernels(self) -> list[FusedKernel | GemmKernel]:
+        return [s.kernel for s in self.steps if s.kernel is not None]
+
+
+def writable(op: dict[str, Any]) -> bool:
+    name = op_name(op)
+    return (
+        name in GEMMS
+        or row_key(name, op["overload"]) is not None
+        or (f"{name}.{op['overload']}" in POINTWISE_OPS or name in POINTWISE_OPS)
+    )
+
+
+class ProgramBuilder:
+    def __init__(self, analysis: dict[str, Any], policy: str, precision_dtype: str | None):
+        self.analysis, self.policy, self.precision = analysis, policy, precision_dtype
+        self.ops: list[dict[str, Any]] = analysis.get("ops") or []
+        self.values: dict[tuple[str, int], Value] = {}
+        self.steps: list[Step] = []
+        self.hybrid_ops: list[str] = []
+        self.bases: dict[str, str] = {}  # view variable -> the tensor it views
+        self.readers = self._readers()
+        self._leaves()
+
+    # ------------------------------------------------------------ data flow
+
+    def chain(self, ref: dict) -> tuple[tuple[str, int], list[int]]:
+        """(producer key, view op indices from the producer to ref) for a tensor ref."""
+        label, slot, views = ref["t"], ref.get("o", 0), []
+        while label.startswith("op:") and self.ops[int(label[3:])].get("kind") == VIEW:
+            index = int(label[3:])
+            views.append(index)
+            source = self.ops[index]["argv"][0]
+            label, slot = source["t"], source.get("o", 0)
+        return (label, slot), views[::-1]
+
+    def _readers(self) -> dict[tuple[str, int], set[int]]:
+        readers: dict[tuple[str, int], set[int]] = {}
+        for i, op in enumerate(self.ops):
+            if op.get("kind") in NO_COMPUTE:
+                continue
+            for ref in _tensor_refs(op):
+                key, _ = self.chain(ref)
+                readers.setdefault(key, set()).add(i)
+        self.model_outputs = {
+            self.chain(o["ref"])[0] for o in self.analysis.get("outputs") or [] if "ref" in o
+        }
+        return readers
+
+    def needed_outside(self, key: tuple[str, int], members: set[int]) -> bool:
+        return key in self.model_outputs or bool(self.readers.get(key, set()) - members)
+
+    def out_dtype(self, index: int, slot: int) -> str:
+        return float_dtype(self.ops[index]["outs"][slot]["dtype"], self.precision)
+
+    def _leaves(self) -> None:
+        for i, spec in enumerate(self.analysis.get("inputs") or []):
+            if "shape" in spec:
+                self._set(("in:" + str(i), 0), f"x{i}", spec["shape"], spec["dtype"])
+        for p in self.analysis.get("parameters") or []:
+            kind = "buffer" if p.get("buffer") else "param"
+            self._set((f"{kind}:{p['name']}", 0), attribute(p["name"]), p["shape"], p["dtype"])
+
+    def _set(self, key, var: str, shape: list[int], dtype: str, meta=None) -> Value:
+        dtype = float_dtype(dtype, self.precision)
+        meta = meta if meta is not None else meta_tensor(shape, dtype)
+        value = Value(var, list(meta.shape), list(meta.stride()), dtype, meta)
+        self.values[key] = value
+        return value
+
+    def external(self, ref: dict) -> Value:
+        """The forward tensor behind ref, with its views applied as view steps."""
+        key, views = self.chain(ref)
+        if key not in self.values:
+            label = key[0]
+            if label.startswith("op:") and self.ops[int(label[3:])].get("kind") == ALLOC:
+                raise Unsupported(f"{self.ops[int(label[3:])]['op']} (a tensor made in forward)")
+            raise Unsupported("a tensor the forward does not define", f"{label} (kept as const)")
+        value = self.values[key]
+        for index in views:
+            value = self._view(index, value)
+        return value
+
+    def _view(self, index: int, source: Value) -> Value:
+        """A view step, written as as_strided of the producer's tensor (the meta replay gives
+        the exact sizes, strides and offset; torch.ops is not allowed in a kernel file)."""
+        key = (f"op:{index}", 0)
+        if key in self.values:
+            return self.values[key]
+        op = self.ops[index]
+        meta = replay(op, lambda ref: self.external(ref).meta)[0]
+        base = self._base(source)
+        var = f"v{index}"
+        args = f"{list(meta.shape)}, {list(meta.stride())}, {meta.storage_offset()}"
+        self.steps.append(Step("view", [var], f"{base}.as_strided", args))
+        self.bases[var] = base
+        return self._set(key, var, list(meta.shape), op["outs"][0]["dtype"], meta)
+
+    def _base(self, value: Value) -> str:
+        return self.bases.get(value.var, value.var)
+
+    # ------------------------------------------------------------ groups
+
+    def context(self) -> GroupContext:
+        return GroupContext(self.ops, self.external, self.chain, self.needed_outside,
+                            self.out_dtype)  # fmt: skip
+
+    def add_stage(self, stage: dict[str, Any]) -> None:
+        members = [i for i in stage["ops"] if self.ops[i].get("kind") not in NO_COMPUTE]
+        members = [i for i in members if not self.ops[i].get("state")]
+        pending: list[int] = []
+        for i in members:
+            if writable(self.ops[i]):
+                if op_name(self.ops[i]) in GEMMS and pending:
+                    self._group(pending, stage["kind"])
+                    pending = []
+                pending.append(i)
+                continue
+            if pending:
+                self._group(pending, stage["kind"])
+                pending = []
+            self._library(i)
+        if pending:
+            self._group(pending, stage["kind"])
+
+    def _group(self, members: list[int], kind: str) -> None:
+        try:
+            self._launch(build_group(self.context(), members, self._name(members), kind))
+        except FusionError:
+            if len(members) == 1:
+                raise
+            for i in members:
+                self._group([i], self.ops[i].get("kind") or POINTWISE)
+
+    def _name(self, members: list[int]) -> str:
+        first = op_name(self.ops[members[0]])
+        return f"k{len(self.kernel_steps())}_{python_name(first.strip('_'))}"
+
+    def kernel_steps(self) -> list[Step]:
+        return [s for s in self.steps if s.kind == "launch"]
+
+    def _launch(self, result: GroupResult) -> None:
+        outs = []
+        for (label, slot), shape, dtype in result.outputs:
+            var = f"t{label[3:]}_{slot}"
+            self._set((label, slot), var, shape, dtype)
+            outs.append(var)
+        inputs = [v.var for v in result.inputs]
+        shapes = [(shape, dtype) for _, shape, dtype in result.outputs]
+        self.steps.append(Step("launch", outs, kernel=result.kernel, inputs=inputs,
+                               out_shapes=shapes))  # fmt: skip
+
+    def _library(self, index: int) -> None:
+        op = self.ops[index]
+        full_name = f"{op['op']}.{op['overload']}"
+        if op_policy.classify(full_name) != op_policy.HEAVY:
+            raise Unsupported(op["op"], f"a {op.get('kind')} op")
+        if self.policy != "hybrid":
+            raise Unsupported(op["op"], f"a {op.get('kind')} op", hybrid_ok=True)
+        function = library_function(op_name(op))
+        metas = replay(op, lambda ref: self.external(ref).meta)
+        text = lambda ref: self.external(ref).var  # noqa: E731
+        parts = [source_text(a, text) for a in op["argv"]]
+        parts += [f"{k}={source_text(v, text)}" for k, v in (op.get("kwargv") or {}).items()
+                  if k not in DROPPED_KWARGS]  # fmt: skip
+        outs = []
+        for slot, meta in enumerate(metas):
+            var = f"t{index}_{slot}"
+            self._set((f"op:{index}", slot), var, list(meta.shape), str(meta.dtype)[6:], meta)
+            outs.append(var)
+        self.steps.append(Step("library", outs, function, ", ".join(parts)))
+        self.hybrid_ops.append(op["op"])
+
+    def build(self) -> Program:
+        for stage in self.analysis.get("stages") or []:
+            self.add_stage(stage)
+        outputs = []
+        for out in self.analysis.get("outputs") or []:
+            if "ref" not in out:
+                raise Unsupported("a forward that returns a non-tensor value")
+            outputs.append(self.external(out["ref"]).var)
+        params = list(self.analysis.get("parameters") or [])
+        return Program(self.steps, outputs, params, len(self.analysis.get("inputs") or []),
+                       self.hybrid_ops)  # fmt: skip
+
+
+def attribute(path: str) -> str:
+    """Python for reaching a parameter or buffer by its state_dict name."""
+    if all(part.isidentifier() for part in path.split(".")):
+        return f"self.{path}"
+    return f"self.get_submodule({'.'.join(path.split('.')[:-1])!r}).{path.split('.')[-1]}"
+
+
+def library_function(name: str) -> str:
+    """The public torch function behind a heavy ATen op (torch.convolution, torch.addmm...)."""
+    import torch
+
+    if callable(getattr(torch, name, None)):
+        return f"torch.{name}"
+    if callable(getattr(torch.nn.functional, name, None)):
+        return f"torch.nn.functional.{name}"
+    raise Unsupported(f"aten.{name}", "no public torch function to call it through")
+
+
+def _tensor_refs(op: dict[str, Any]) -> list[dict]:
+    found: list[dict] = []
+
+    def visit(value: Any) -> None:
+        if isinstance(value, dict) and "t" in value:
+            found.append(value)
+        elif isinstance(value, list):
+            for v in value:
+                visit(v)
+
+    visit(op.get("argv") or [])
+    visit(list((op.get("kwargv") or {}).values()))
+    return found
+
+
+def build_program(
+    analysis: dict[str, Any], policy: str = "strict", precision_dtype: str | None = None
+) -> Program:
+    if analysis.get("trace") != "aten" or not analysis.get("ops"):
+        why = analysis.get("trace_error") or "the forward ran no ATen ops"
+        raise Unsupported("this task", why)
+    if analysis.get("ops_total", 0) > len(analysis["ops"]):
+        raise Unsupported("this task", "its forward runs more ATen ops than the trace keeps")
+    return ProgramBuilder(analysis, policy, precision_dtype).build()

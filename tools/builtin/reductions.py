@@ -1,0 +1,306 @@
+"""Row-wise ATen ops (reductions, the softmax family, normalisations) as expressions.
+
+Each lowering sees its arguments through `RowArgs` and answers a `RowLowering`: the space it
+works in (a reshape of its input's shape), which dims of that space it reduces, and one
+expression per output (reductions are `reduce` nodes; see tools/builtin/expr.py). The builder
+(tools/builtin/groups.py) turns the space into rows: a row is one index of the kept dims.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from tools.builtin.errors import Unsupported
+from tools.builtin.expr import Expr, call, const, reduce
+from tools.builtin.lowering import power
+
+
+class RowArgs(Protocol):
+    values: list[Any]  # the op's arguments; tensors as placeholders
+    kwargs: dict[str, Any]
+    in_shape: list[int]  # the first tensor argument's shape
+
+    def x(self) -> Expr: ...  # the first argument over the full space
+
+    def full(self, i: int, shape: list[int], place: list[int] | None = None) -> Expr: ...
+
+    def present(self, i: int) -> bool: ...
+
+
+@dataclass
+class RowLowering:
+    space: list[int]
+    reduce_dims: list[int]
+    outputs: list[Expr | None] = field(default_factory=list)
+
+
+RowFn = Callable[[RowArgs], RowLowering]
+ROW_OPS: dict[str, RowFn] = {}
+
+
+def _register(*names: str):
+    def wrap(fn: RowFn) -> RowFn:
+        for name in names:
+            ROW_OPS[name] = fn
+        return fn
+
+    return wrap
+
+
+def dims_of(value: Any, rank: int) -> list[int]:
+    """Normalised reduction dims: None or [] means every dim."""
+    if value is None or value == []:
+        return list(range(rank))
+    dims = [value] if isinstance(value, int) else list(value)
+    return sorted({d % rank if rank else 0 for d in dims})
+
+
+def _get(a: RowArgs, i: int, name: str, default: Any = None) -> Any:
+    return a.values[i] if len(a.values) > i else a.kwargs.get(name, default)
+
+
+def _count(a: RowArgs, dims: list[int]) -> int:
+    return math.prod(a.in_shape[d] for d in dims) if a.in_shape else 1
+
+
+def _simple(kind: str, post: Callable[[Expr, int], Expr] | None = None) -> RowFn:
+    def lower(a: RowArgs) -> RowLowering:
+        dims = dims_of(_get(a, 1, "dim"), len(a.in_shape))
+        value = reduce(kind, a.x())
+        if post is not None:
+            value = post(value, _count(a, dims))
+        return RowLowering(list(a.in_shape), dims, [value])
+
+    return lower
+
+
+ROW_OPS["sum"] = _simple("sum")
+ROW_OPS["nansum"] = _simple("sum")
+ROW_OPS["mean"] = _simple("sum", lambda v, n: call("div", v, const(float(n))))
+ROW_OPS["amax"] = _simple("max")
+ROW_OPS["amin"] = _simple("min")
+ROW_OPS["prod"] = _simple("prod")
+
+
+def _value_and_index(kind: str) -> RowFn:
+    def lower(a: RowArgs) -> RowLowering:
+        dims = dims_of(_get(a, 1, "dim"), len(a.in_shape))
+        x = a.x()
+        return RowLowering(list(a.in_shape), dims, [reduce(kind, x), reduce("arg" + kind, x)])
+
+    return lower
+
+
+ROW_OPS["max.dim"] = _value_and_index("max")
+ROW_OPS["min.dim"] = _value_and_index("min")
+
+
+def _whole(kind: str) -> RowFn:
+    def lower(a: RowArgs) -> RowLowering:
+        return RowLowering(list(a.in_shape), list(range(len(a.in_shape))), [reduce(kind, a.x())])
+
+    return lower
+
+
+ROW_OPS["max.default"] = _whole("max")
+ROW_OPS["min.default"] = _whole("min")
+
+
+def _arg_reduce(kind: str) -> RowFn:
+    def lower(a: RowArgs) -> RowLowering:
+        dim = _get(a, 1, "dim")
+        if dim is None and len(a.in_shape) > 1:
+            raise Unsupported(f"aten.{kind} over a flattened tensor", "dim=None")
+        return RowLowering(list(a.in_shape), dims_of(dim, len(a.in_shape)), [reduce(kind, a.x())])
+
+    return lower
+
+
+ROW_OPS["argmax"] = _arg_reduce("argmax")
+ROW_OPS["argmin"] = _arg_reduce("argmin")
+
+
+def _moments(a: RowArgs, dims: list[int]) -> tuple[Expr, Expr]:
+    """(mean, sum of squared deviations) over `dims`, two-pass for accuracy."""
+    n = float(_count(a, dims))
+    x = a.x()
+    mean = call("div", reduce("sum", x), const(n))
+    centred = call("sub", x, mean)
+    return mean, reduce("sum", call("mul", centred, centred))
+
+
+def _variance(a: RowArgs, dims: list[int]) -> Expr:
+    correction = a.kwargs.get("correction")
+    if correction is None:
+        unbiased = _get(a, 2, "unbiased", True)
+        correction = 1 if unbiased in (True, None) else 0
+    _, squares = _moments(a, dims)
+    return call("div", squares, const(float(max(_count(a, dims) - correction, 0))))
+
+
+def _var_like(take_sqrt: bool) -> RowFn:
+    def lower(a: RowArgs) -> RowLowering:
+        dims = dims_of(_get(a, 1, "dim"), len(a.in_shape))
+        value = _variance(a, dims)
+        return RowLowering(list(a.in_shape), dims, [call("sqrt", value) if take_sqrt else value])
+
+    return lower
+
+
+ROW_OPS["var"] = _var_like(False)
+ROW_OPS["std"] = _var_like(True)
+
+
+@_register("linalg_vector_norm", "norm")
+def _vector_norm(a: RowArgs) -> RowLowering:
+    order = _get(a, 1, "ord", 2)
+    if isinstance(order, dict):  # non-finite floats are traced as {"f": "inf"}
+        order = float(order.get("f", "nan"))
+    if order in (None, "fro"):
+        order = 2
+    dims = dims_of(_get(a, 2, "dim"), len(a.in_shape))
+    x = a.x()
+    if order == 2:
+        value = call("sqrt", reduce("sum", call("mul", x, x)))
+    elif order == 1:
+        value = reduce("sum", call("abs", x))
+    elif order == math.inf:
+        value = reduce("max", call("abs", x))
+    elif order == -math.inf:
+        value = reduce("min", call("abs", x))
+    elif isinstance(order, int | float) and order > 0:
+        total = reduce("sum", power(call("abs", x), order))
+        value = power(total, 1.0 / order)
+    else:
+        raise Unsupported(f"aten.linalg_vector_norm with ord={order!r}")
+    return RowLowering(list(a.in_shape), dims, [value])
+
+
+def _row_max(a: RowArgs) -> tuple[Expr, Expr]:
+    x = a.x()
+    m = reduce("max", x)
+    # a row of -inf has max -inf: shift by 0 instead, so exp gives 0 and not NaN
+    safe = call("where", call("eq", m, const(-math.inf)), const(0.0), m)
+    return x, safe
+
+
+@_register("_softmax", "softmax", "_safe_softmax")
+def _softmax(a: RowArgs) -> RowLowering:
+    x, m = _row_max(a)
+    e = call("exp", call("sub", x, m))
+    return RowLowering(list(a.in_shape), dims_of(a.values[1], len(a.in_shape)),
+                       [call("div", e, reduce("sum", e))])  # fmt: skip
+
+
+@_register("_log_softmax", "log_softmax")
+def _log_softmax(a: RowArgs) -> RowLowering:
+    x, m = _row_max(a)
+    total = reduce("sum", call("exp", call("sub", x, m)))
+    out = call("sub", call("sub", x, m), call("log", total))
+    return RowLowering(list(a.in_shape), dims_of(a.values[1], len(a.in_shape)), [out])
+
+
+@_register("logsumexp")
+def _logsumexp(a: RowArgs) -> RowLowering:
+    x, m = _row_max(a)
+    total = reduce("sum", call("exp", call("sub", x, m)))
+    dims = dims_of(_get(a, 1, "dim"), len(a.in_shape))
+    return RowLowering(list(a.in_shape), dims, [call("add", m, call("log", total))])
+
+
+@_register("native_layer_norm")
+def _layer_norm(a: RowArgs) -> RowLowering:
+    normalized = list(a.values[1])
+    rank = len(a.in_shape)
+    dims = list(range(rank - len(normalized), rank))
+    mean, squares = _moments(a, dims)
+    rstd = call("rsqrt", call("add", call("div", squares, const(float(_count(a, dims)))),
+                              const(float(a.values[4]))))  # fmt: skip
+    out = call("mul", call("sub", a.x(), mean), rstd)
+    if a.present(2):
+        out = call("mul", out, a.full(2, list(a.in_shape)))
+    if a.present(3):
+        out = call("add", out, a.full(3, list(a.in_shape)))
+    return RowLowering(list(a.in_shape), dims, [out, mean, rstd])
+
+
+@_register("native_group_norm")
+def _group_norm(a: RowArgs) -> RowLowering:
+    n, c, hxw, groups = (int(v) for v in a.values[3:7])
+    eps = float(a.values[7])
+    space = [n, groups, (c // groups) * hxw]
+    mean, squares = _moments(_Reshaped(a, space), [2])
+    rstd = call("rsqrt", call("add", call("div", squares, const(float(space[2]))), const(eps)))
+    out = call("mul", call("sub", a.x(), mean), rstd)
+    per_channel = [n, c, hxw]
+    if a.present(1):
+        out = call("mul", out, a.full(1, per_channel, place=[1]))
+    if a.present(2):
+        out = call("add", out, a.full(2, per_channel, place=[1]))
+    return RowLowering(space, [2], [out, mean, rstd])
+
+
+def _batch_norm(a: RowArgs, training: bool, weight: int, bias: int, stats: int, eps: Any):
+    shape = list(a.in_shape)
+    per_channel = [math.prod(shape[:1]), shape[1], math.prod(shape[2:])]
+    x = a.x()
+    if training:
+        dims = [0] + list(range(2, len(shape)))
+        mean, squares = _moments(a, dims)
+        rstd = call("rsqrt", call("add", call("div", squares, const(float(_count(a, dims)))),
+                                  const(float(eps))))  # fmt: skip
+        space, reduce_dims = shape, dims
+    else:
+        mean = a.full(stats, per_channel, place=[1])
+        rstd = call("rsqrt", call("add", a.full(stats + 1, per_channel, place=[1]),
+                                  const(float(eps))))  # fmt: skip
+        space, reduce_dims = shape, []
+    out = call("mul", call("sub", x, mean), rstd)
+    if a.present(weight):
+        out = call("mul", out, a.full(weight, per_channel, place=[1]))
+    if a.present(bias):
+        out = call("add", out, a.full(bias, per_channel, place=[1]))
+    outs = [out, mean, rstd] if training else [out, None, None]
+    return RowLowering(space, reduce_dims, outs)
+
+
+@_register("native_batch_norm", "_native_batch_norm_legit")
+def _native_batch_norm(a: RowArgs) -> RowLowering:
+    training = bool(a.values[5])
+    if training and a.present(3):
+        raise Unsupported(
+            "aten.native_batch_norm in training mode with running statistics",
+            "it also updates the module's running mean and variance",
+        )
+    return _batch_norm(a, training, 1, 2, 3, a.values[7])
+
+
+@_register("_native_batch_norm_legit_no_training")
+def _batch_norm_eval(a: RowArgs) -> RowLowering:
+    return _batch_norm(a, False, 1, 2, 3, a.values[6])
+
+
+class _Reshaped:
+    """A RowArgs whose input is seen in another (flat-aligned) shape, for the group norm."""
+
+    def __init__(self, inner: RowArgs, shape: list[int]) -> None:
+        self.inner, self.in_shape = inner, shape
+        self.values, self.kwargs = inner.values, inner.kwargs
+
+    def x(self) -> Expr:
+        return self.inner.x()
+
+    def full(self, i: int, shape: list[int], place: list[int] | None = None) -> Expr:
+        return self.inner.full(i, shape, place)
+
+    def present(self, i: int) -> bool:
+        return self.inner.present(i)
+
+
+def row_key(name: str, overload: str) -> str | None:
+    if f"{name}.{overload}" in ROW_OPS:
+        return f"{name}.{overload}"
+    return name if name in ROW_OPS else None

@@ -1,0 +1,106 @@
+"""The Triton backend of the builtin model: tunables, default configs from the shapes, launches.
+
+On a GPU the defaults follow the Triton tutorials' rules of thumb; under the Triton interpreter
+(CPU) they minimise program instances (each costs about a millisecond), and there is nothing to
+tune because interpreter timings mean nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tools.builtin import triton_emit
+from tools.builtin.kernels import FusedKernel, GemmKernel
+
+MAX_PERSISTENT_R = 16384  # longer rows are reduced in a loop
+INTERPRETER_BLOCK = 1 << 16
+
+
+def next_pow2(n: int) -> int:
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
+def _warps(elements: int) -> int:
+    return 4 if elements <= 2048 else 8 if elements <= 8192 else 16
+
+
+class TritonBackend:
+    dsl = "triton"
+    prelude = triton_emit.PRELUDE
+
+    def __init__(self, device: str, precision: str) -> None:
+        self.gpu = device.startswith("cuda")
+        self.precision = precision
+
+    # ------------------------------------------------------------ configs
+
+    def default(self, kernel: FusedKernel | GemmKernel) -> dict[str, Any]:
+        if isinstance(kernel, GemmKernel):
+            return self._gemm_default(kernel)
+        if kernel.is_pointwise():
+            if not self.gpu:
+                return {"BLOCK": min(next_pow2(kernel.numel), INTERPRETER_BLOCK), "num_warps": 1}
+            return {"BLOCK": 1024, "num_warps": 4}
+        if not self.gpu:
+            block_r = min(next_pow2(kernel.rlen), INTERPRETER_BLOCK)
+            block_k = max(1, min(next_pow2(kernel.rows), INTERPRETER_BLOCK // block_r))
+            return {"BLOCK_K": block_k, "BLOCK_R": block_r, "num_warps": 1}
+        if kernel.inner > 1:  # rows are strided: tile along the contiguous inner axis
+            block_k = min(next_pow2(kernel.rows), 64)
+            block_r = min(next_pow2(kernel.rlen), 32)
+            return {"BLOCK_K": block_k, "BLOCK_R": block_r, "num_warps": 4}
+        if kernel.rlen > MAX_PERSISTENT_R:
+            return {"BLOCK_K": 1, "BLOCK_R": 4096, "num_warps": 8}
+        block_r = next_pow2(kernel.rlen)
+        block_k = max(1, min(next_pow2(kernel.rows), 2048 // block_r))
+        return {"BLOCK_K": block_k, "BLOCK_R": block_r, "num_warps": _warps(block_k * block_r)}
+
+    def _gemm_default(self, kernel: GemmKernel) -> dict[str, Any]:
+        if not self.gpu:
+            return {"BLOCK_M": min(next_pow2(kernel.m), 64), "BLOCK_N": min(next_pow2(kernel.n), 64),
+                    "BLOCK_K": min(next_pow2(kernel.k), 64), "GROUP_M": 8, "num_warps": 1,
+                    "num_stages": 1}  # fmt: skip
+        wide = self.precision in ("fp16", "bf16")
+        return {"BLOCK_M": 128, "BLOCK_N": 256 if wide else 128, "BLOCK_K": 64 if wide else 32,
+                "GROUP_M": 8, "num_warps": 8, "num_stages": 3}  # fmt: skip
+
+    def tunables(self, kernel: FusedKernel | GemmKernel) -> dict[str, list[Any]]:
+        """Values the refine edge may try, per parameter (empty under the interpreter)."""
+        if not self.gpu:
+            return {}
+        if isinstance(kernel, GemmKernel):
+            return {"BLOCK_M": [64, 128], "BLOCK_N": [64, 128, 256], "BLOCK_K": [32, 64],
+                    "num_warps": [4, 8], "num_stages": [3, 4, 5]}  # fmt: skip
+        if kernel.is_pointwise():
+            return {"BLOCK": [512, 1024, 2048, 4096], "num_warps": [2, 4, 8]}
+        if kernel.inner > 1:
+            return {"BLOCK_K": [32, 64, 128], "BLOCK_R": [8, 16, 32, 64], "num_warps": [2, 4, 8]}
+        if kernel.rlen > MAX_PERSISTENT_R:
+            return {"BLOCK_R": [2048, 4096, 8192], "num_warps": [4, 8, 16]}
+        block_r = next_pow2(kernel.rlen)
+        ks = sorted({max(1, 2048 // block_r) * f for f in (1, 2, 4)} | {1})
+        return {"BLOCK_K": ks, "num_warps": [4, 8, 16]}
+
+    # ------------------------------------------------------------ source
+
+    def kernel_source(self, kernel: FusedKernel | GemmKernel, config: dict[str, Any]) -> str:
+        if isinstance(kernel, GemmKernel):
+            input_precision = {"fp32": "ieee", "tf32": "tf32"}.get(self.precision)
+            return triton_emit.gemm_source(kernel, self.gpu, input_precision)
+        if kernel.is_pointwise():
+            return triton_emit.pointwise_source(kernel, self.gpu)
+        persistent = config["BLOCK_R"] >= kernel.rlen
+        return triton_emit.row_source(kernel, self.gpu, persistent)
+
+    def launch(self, kernel, args: list[str], config: dict[str, Any]) -> list[str]:
+        if isinstance(kernel, GemmKernel):
+            grid = (
+                f"(triton.cdiv({kernel.m}, {config['BLOCK_M']}) * "
+                f"triton.cdiv({kernel.n}, {config['BLOCK_N']}), {kernel.batch})"
+            )
+        elif kernel.is_pointwise():
+            grid = f"(triton.cdiv({kernel.numel}, {config['BLOCK']}),)"
+        else:
+            grid = f"(triton.cdiv({kernel.rows}, {config['BLOCK_K']}),)"
+        options = ", ".join(f"{k}={v!r}" for k, v in config.items())
+        return [f"{kernel.name}[{grid}]({', '.join(args)}, {options})"]

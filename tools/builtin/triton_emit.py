@@ -1,0 +1,252 @@
+"""Triton source for the builtin's kernels: fused pointwise/row kernels and a tiled GEMM.
+
+One function per kernel kind, each in the shape of the Triton tutorials: program ids → offsets
+→ masks → loads → math in fp32 → stores. Sizes are baked in as constants (the builtin
+specialises to the task's shapes); block sizes and warps come from the tuning config.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tools.builtin.expr import Load
+from tools.builtin.kernels import FusedKernel, GemmKernel
+from tools.builtin.printer import Printer
+
+INT32_LIMIT = 2**31 - 1
+INIT = {"sum": "0.0", "prod": "1.0", "max": '-float("inf")', "min": 'float("inf")'}
+COMBINE = {"sum": "{a} + {b}", "prod": "{a} * {b}", "max": "tl.maximum({a}, {b})",
+           "min": "tl.minimum({a}, {b})"}  # fmt: skip
+REDUCE = {"sum": "tl.sum({a}, axis=1)", "max": "tl.max({a}, axis=1)",
+          "min": "tl.min({a}, axis=1)", "prod": "tl.reduce({a}, 1, _multiply)"}  # fmt: skip
+
+PRELUDE = """import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+from triton.language.extra.cuda import libdevice
+
+
+@triton.jit
+def _multiply(a, b):
+    return a * b
+"""
+
+
+class TritonSyntax:
+    index_symbols = {"idiv": "//", "imod": "%", "imul": "*", "iadd": "+"}
+
+    def __init__(self, gpu: bool) -> None:
+        self.gpu = gpu
+
+    def primitive(self, op: str, a: list[str]) -> str:
+        if op in _BINARY:
+            return f"({a[0]} {_BINARY[op]} {a[1]})"
+        if op in _CALLS:
+            return f"{_CALLS[op]}({', '.join(a)})"
+        x = a[0]
+        if self.gpu and op in ("tanh", "log1p", "expm1"):
+            return f"libdevice.{op}({x})"
+        return {
+            "neg": f"(-{x})",
+            "tanh": f"(2.0 * tl.sigmoid(2.0 * {x}) - 1.0)",
+            "log1p": f"tl.log(1.0 + {x})",
+            "expm1": f"(tl.exp({x}) - 1.0)",
+            "round": f"libdevice.rint({x})",
+            "trunc": f"tl.where({x} < 0, tl.ceil({x}), tl.floor({x}))",
+            "not": f"({x} == 0)",
+            "isnan": f"({x} != {x})",
+            "to_float": f"{x}.to(tl.float32)",
+            "to_bool": f"({x} != 0)",
+            "pow": f"tl.exp({a[1]} * tl.log({x}))",
+        }[op]
+
+    def constant(self, value: float | int | bool) -> str:
+        if isinstance(value, bool):
+            return "True" if value else "False"
+        if isinstance(value, float) and math.isinf(value):
+            return 'float("inf")' if value > 0 else '(-float("inf"))'
+        if isinstance(value, float) and math.isnan(value):
+            return 'float("nan")'
+        return repr(float(value)) if isinstance(value, float) else repr(value)
+
+    def load(self, load: Load, offset: str) -> str:
+        mask = "mask" if load.space == "full" else "kmask"
+        return f"tl.load({load.tensor} + {offset}, mask={mask}, other=0).to(tl.float32)"
+
+    def assign(self, name: str, value: str) -> str:
+        return f"{name} = {value}"
+
+
+_BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=", "gt": ">",
+           "ge": ">=", "eq": "==", "ne": "!=", "and": "&", "or": "|", "fmod": "%"}  # fmt: skip
+_CALLS = {"exp": "tl.exp", "log": "tl.log", "sqrt": "tl.sqrt", "rsqrt": "tl.rsqrt",
+          "abs": "tl.abs", "erf": "tl.erf", "floor": "tl.floor", "ceil": "tl.ceil",
+          "sin": "tl.sin", "cos": "tl.cos", "sigmoid": "tl.sigmoid", "where": "tl.where",
+          "max": "tl.maximum", "min": "tl.minimum"}  # fmt: skip
+
+
+def _indent(lines: list[str], depth: int = 1) -> list[str]:
+    return ["    " * depth + line for line in lines]
+
+
+def _signature(kernel, constexprs: list[str]) -> str:
+    args = [*kernel.inputs, *kernel.outputs, *(f"{c}: tl.constexpr" for c in constexprs)]
+    return f"@triton.jit\ndef {kernel.name}({', '.join(args)}):"
+
+
+def pointwise_source(kernel: FusedKernel, gpu: bool) -> str:
+    printer = Printer(TritonSyntax(gpu))
+    start = "tl.program_id(0).to(tl.int64)" if kernel.numel > INT32_LIMIT else "tl.program_id(0)"
+    body = [
+        f"idx = {start} * BLOCK + tl.arange(0, BLOCK)",
+        f"mask = idx < {kernel.numel}",
+    ]
+    for store in kernel.stores:
+        value = printer.value(store.value)
+        body += printer.take()
+        body.append(f"tl.store({store.arg} + idx, {value}, mask=mask)")
+    return "\n".join([_signature(kernel, ["BLOCK"]), *_indent(body)])
+
+
+def _full_index(kernel: FusedKernel) -> str:
+    if kernel.inner == 1:
+        return f"k * {kernel.rlen} + r"
+    return (
+        f"(k // {kernel.inner}) * {kernel.rlen * kernel.inner} + r * {kernel.inner}"
+        f" + k % {kernel.inner}"
+    )
+
+
+def row_source(kernel: FusedKernel, gpu: bool, persistent: bool) -> str:
+    syntax = TritonSyntax(gpu)
+    names = {f"r{j}": f"r{j}" for j in range(len(kernel.reductions))}
+    k_start = "tl.program_id(0).to(tl.int64)" if kernel.numel > INT32_LIMIT else "tl.program_id(0)"
+    body = [
+        f"k = {k_start} * BLOCK_K + tl.arange(0, BLOCK_K)[:, None]",
+        f"kmask = k < {kernel.rows}",
+    ]
+    window = [
+        "r = {start}tl.arange(0, BLOCK_R)[None, :]",
+        f"mask = kmask & (r < {kernel.rlen})",
+        f"idx = {_full_index(kernel)}",
+    ]
+    if persistent:
+        body += [line.format(start="") for line in window]
+    shared = Printer(syntax, dict(names), prefix="a")  # one scope: loads are shared
+    for j, reduction in enumerate(kernel.reductions):
+        printer = shared if persistent else Printer(syntax, dict(names), prefix=f"a{j}_")
+        if persistent:
+            value = printer.value(reduction.value)
+            body += printer.take()
+            body += _reduce_block(j, reduction.kind, value, kernel.rlen)
+            continue
+        body += _loop_init(j, reduction.kind)
+        loop = [line.format(start="start + ") for line in window]
+        value = printer.value(reduction.value)
+        loop += printer.take() + _loop_combine(j, reduction.kind, value)
+        body += [f"for start in range(0, {kernel.rlen}, BLOCK_R):", *_indent(loop)]
+        body += _loop_finish(j, reduction.kind, kernel.rlen)
+    rows = Printer(syntax, dict(names), prefix="w")
+    fulls = shared if persistent else Printer(syntax, dict(names), prefix="f")
+    full_lines: list[str] = []
+    for store in kernel.stores:
+        if store.space == "row":
+            value = rows.value(store.value)
+            body += rows.take() + [f"tl.store({store.arg} + k, {value}, mask=kmask)"]
+        else:
+            value = fulls.value(store.value)
+            full_lines += fulls.take() + [f"tl.store({store.arg} + idx, {value}, mask=mask)"]
+    if full_lines and persistent:
+        body += full_lines
+    elif full_lines:
+        loop = [line.format(start="start + ") for line in window] + full_lines
+        body += [f"for start in range(0, {kernel.rlen}, BLOCK_R):", *_indent(loop)]
+    signature = _signature(kernel, ["BLOCK_K", "BLOCK_R"])
+    return "\n".join([signature, *_indent(body)])
+
+
+def _reduce_block(j: int, kind: str, value: str, rlen: int) -> list[str]:
+    if kind in ("argmax", "argmin"):
+        base = kind[3:]
+        return [
+            f"v{j} = tl.where(mask, {value}, {INIT[base]})",
+            f"m{j} = {REDUCE[base].format(a=f'v{j}')}[:, None]",
+            f"r{j} = tl.min(tl.where(mask & (v{j} == m{j}), r, {rlen}), axis=1)[:, None]",
+        ]
+    return [f"r{j} = {REDUCE[kind].format(a=f'tl.where(mask, {value}, {INIT[kind]})')}[:, None]"]
+
+
+def _loop_init(j: int, kind: str) -> list[str]:
+    base = kind[3:] if kind.startswith("arg") else kind
+    lines = [f"acc{j} = tl.full([BLOCK_K, BLOCK_R], {INIT[base]}, tl.float32)"]
+    if kind.startswith("arg"):
+        lines.append(f"pos{j} = tl.zeros([BLOCK_K, BLOCK_R], tl.int32)")
+    return lines
+
+
+def _loop_combine(j: int, kind: str, value: str) -> list[str]:
+    if kind.startswith("arg"):
+        base = kind[3:]
+        better = ">" if base == "max" else "<"
+        return [
+            f"v{j} = tl.where(mask, {value}, {INIT[base]})",
+            f"better{j} = v{j} {better} acc{j}",
+            f"acc{j} = tl.where(better{j}, v{j}, acc{j})",
+            f"pos{j} = tl.where(better{j}, r, pos{j})",
+        ]
+    masked = f"tl.where(mask, {value}, {INIT[kind]})"
+    return [f"acc{j} = {COMBINE[kind].format(a=f'acc{j}', b=masked)}"]
+
+
+def _loop_finish(j: int, kind: str, rlen: int) -> list[str]:
+    if kind.startswith("arg"):
+        base = kind[3:]
+        return [
+            f"m{j} = {REDUCE[base].format(a=f'acc{j}')}[:, None]",
+            f"r{j} = tl.min(tl.where(acc{j} == m{j}, pos{j}, {rlen}), axis=1)[:, None]",
+        ]
+    return [f"r{j} = {REDUCE[kind].format(a=f'acc{j}')}[:, None]"]
+
+
+def gemm_source(kernel: GemmKernel, gpu: bool, input_precision: str | None) -> str:
+    a, b = kernel.a, kernel.b
+    printer = Printer(TritonSyntax(gpu))
+    body = [
+        "pid = tl.program_id(0)",
+        "bid = tl.program_id(1)",
+        f"num_m = tl.cdiv({kernel.m}, BLOCK_M)",
+        f"num_n = tl.cdiv({kernel.n}, BLOCK_N)",
+        "per_group = GROUP_M * num_n",
+        "first_m = (pid // per_group) * GROUP_M",
+        "size_m = min(num_m - first_m, GROUP_M)",
+        "pid_m = first_m + (pid % per_group) % size_m",
+        "pid_n = (pid % per_group) // size_m",
+        "rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+        "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+        "rk = tl.arange(0, BLOCK_K)",
+        f"am = rm % {kernel.m}",
+        f"bn = rn % {kernel.n}",
+        f"a_ptr = {a.arg} + bid * {a.strides[0]} + am[:, None] * {a.strides[1]}"
+        f" + rk[None, :] * {a.strides[2]}",
+        f"b_ptr = {b.arg} + bid * {b.strides[0]} + rk[:, None] * {b.strides[1]}"
+        f" + bn[None, :] * {b.strides[2]}",
+        "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+        f"for kk in range(0, tl.cdiv({kernel.k}, BLOCK_K)):",
+        f"    kmask = rk < {kernel.k} - kk * BLOCK_K",
+        "    a = tl.load(a_ptr, mask=kmask[None, :], other=0.0)",
+        "    b = tl.load(b_ptr, mask=kmask[:, None], other=0.0)",
+        "    acc = tl.dot(a, b, acc"
+        + (f', input_precision="{input_precision}")' if input_precision else ")"),
+        f"    a_ptr += BLOCK_K * {a.strides[2]}",
+        f"    b_ptr += BLOCK_K * {b.strides[1]}",
+        f"idx = (bid * {kernel.m} + rm[:, None]) * {kernel.n} + rn[None, :]",
+        f"mask = (rm[:, None] < {kernel.m}) & (rn[None, :] < {kernel.n})",
+    ]
+    if kernel.batch * kernel.m * kernel.n > INT32_LIMIT:
+        body[-2] = body[-2].replace("(bid *", "(bid.to(tl.int64) *")
+    for store in kernel.stores:
+        value = printer.value(store.value)
+        body += printer.take() + [f"tl.store({store.arg} + idx, {value}, mask=mask)"]
+    constexprs = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"]
+    return "\n".join([_signature(kernel, constexprs), *_indent(body)])
