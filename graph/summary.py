@@ -51,4 +51,6 @@ STOP_MESSAGES = {
     "max_llm_calls": "the LLM call budget is spent",
     "max_minutes": "the time budget is spent",
     "bad_reply": "the model's replies could not be used",
+    "tuned": "every tuning configuration next to the best kernel was tried",
+    "builtin_unsupported": "the builtin model cannot write this task",
 }

@@ -1,8 +1,8 @@
 """The brain behind the LLM nodes: one interface, chosen from one registry by model name.
 
 An LLM brain renders the step's prompt and asks a chat model (any OpenAI-compatible endpoint,
-a script, or a replay); the builtin brain (tools/builtin, a later issue) answers the same
-three questions without a model.
+a script, or a replay); the builtin brain (tools/builtin) answers the same three questions
+without a model, and is the default when no model is configured.
 """
 
 from __future__ import annotations
@@ -11,18 +11,10 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 import prompts
-from nodes.llm import CodeAnswer, ModelConfigError, open_session
+from nodes.llm import CannotWrite, CodeAnswer, NothingToTry, open_session
 from state.config import RunConfig
 from state.sketch import Plan, Sketch
 from state.store import RunStore
-
-HOW_TO_CONFIGURE = (
-    "Pass --model NAME --base-url URL (an OpenAI-compatible "
-    "endpoint; the key goes in KERNELGRAPH_API_KEY or OPENAI_API_KEY), or set "
-    "KERNELGRAPH_MODEL and KERNELGRAPH_BASE_URL, or use --model script:FILE for scripted "
-    "replies or --replay RUN for a recorded run."
-)
-
 
 class Brain(Protocol):
     def plan(self, context: dict[str, Any], counts: dict[str, int]) -> Plan: ...
@@ -62,8 +54,49 @@ class LLMBrain:
         return self.session.describe()
 
 
+class BuiltinBrain:
+    """tools/builtin's model behind the Brain interface: no LLM calls, no spend."""
+
+    def __init__(self, store: RunStore, run_id: str) -> None:
+        from tools.builtin.model import BuiltinModel
+
+        self.model, self.store, self.run_id = BuiltinModel(), store, run_id
+
+    def _ask(self, fn):
+        from tools.builtin.errors import Unsupported
+        from tools.builtin.model import NothingToTry as Exhausted
+
+        try:
+            return fn()
+        except Unsupported as exc:
+            raise CannotWrite(str(exc)) from exc
+        except Exhausted as exc:
+            raise NothingToTry(str(exc)) from exc
+
+    def plan(self, context, counts) -> Plan:
+        return self._ask(lambda: self.model.plan(context))
+
+    def sketch(self, context, counts) -> Sketch:
+        return self._ask(lambda: self.model.sketch(context))
+
+    def code(self, context, counts, current_code) -> CodeAnswer:
+        rows = self.store.candidates_for_run(self.run_id)
+        tried = [(self.store.get_candidate(r["id"]) or {}).get("code") for r in rows]
+        best = context.get("best") or {}
+        best_row = self.store.get_candidate(best["candidate_id"]) if best else None
+        best_code = (best_row or {}).get("code")
+        code = self._ask(lambda: self.model.code(context, tried, best_code))
+        return CodeAnswer(code=code, kind="rewrite")
+
+    def spend(self) -> dict[str, Any]:
+        return {"llm_calls": 0, "tokens_in": 0, "tokens_out": 0, "usd": 0.0}
+
+    def describe(self) -> str:
+        return "builtin (no LLM)"
+
+
 def _builtin(config: RunConfig, store: RunStore, run_id: str) -> Brain:
-    raise ModelConfigError("The builtin model is not in this version yet. " + HOW_TO_CONFIGURE)
+    return BuiltinBrain(store, run_id)
 
 
 def _llm(config: RunConfig, store: RunStore, run_id: str) -> Brain:
@@ -75,7 +108,5 @@ BRAINS: dict[str, Callable[[RunConfig, RunStore, str], Brain]] = {"builtin": _bu
 
 
 def make_brain(config: RunConfig, store: RunStore, run_id: str) -> Brain:
-    name = config.model.name
-    if not name:
-        raise ModelConfigError("No model is configured. " + HOW_TO_CONFIGURE)
+    name = config.model.name or "builtin"  # a key in the environment never picks an endpoint
     return BRAINS.get(name, _llm)(config, store, run_id)

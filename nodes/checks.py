@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from nodes.context import RunContext
-from state.graph_state import Outcome
+from state.graph_state import GraphState, Outcome
 from state.models import validate_verdict
 from tools.device_slot import device_slot
 from tools.dsl import get_adapter
@@ -135,3 +135,10 @@ def failure_update(state, outcome: Outcome) -> dict:
         "mode": "retry",
         "parent_id": outcome.candidate_id,
     }
+
+
+def brain_stop(state: GraphState, exc: Exception, counts: dict[str, int]) -> dict:
+    """The update that ends a run because the brain stopped (a budget, nothing left to try,
+    a task the builtin cannot write): the reason, and the words for the summary."""
+    failures = [*state.recent_failures, str(exc)][-5:]
+    return {"llm_calls": counts, "stop_reason": exc.stop_reason, "recent_failures": failures}

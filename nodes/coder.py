@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from nodes.checks import candidate_code
+from nodes.checks import brain_stop, candidate_code
 from nodes.context import RunContext
-from nodes.llm import BadReply, BudgetExhausted
+from nodes.llm import BadReply, BrainStop
 from nodes.prompt_context import with_plan
 from state.graph_state import GraphState, Outcome
 
@@ -31,8 +31,9 @@ def coder(state: GraphState, runtime: Runtime[RunContext]) -> dict:
     counts = dict(state.llm_calls)
     try:
         answer = ctx.brain.code(context, counts, previous)
-    except BudgetExhausted as exc:
-        return {"llm_calls": counts, "stop_reason": exc.stop_reason}
+    except BrainStop as exc:
+        ctx.emit("coder", str(exc))
+        return brain_stop(state, exc, counts)
     except BadReply as exc:
         ctx.emit("coder", f"bad reply: {exc}")
         outcome = Outcome(status="bad_reply", stage="coder", message=str(exc)[:200])

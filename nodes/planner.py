@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
+from nodes.checks import brain_stop
 from nodes.context import RunContext
-from nodes.llm import BadReply, BudgetExhausted
+from nodes.llm import BadReply, BrainStop
 from nodes.prompt_context import base_context
 from state.graph_state import GraphState
 from tools.analysis import analyze_task
@@ -24,8 +25,8 @@ def planner(state: GraphState, runtime: Runtime[RunContext]) -> dict:
     counts = dict(state.llm_calls)
     try:
         plan = ctx.brain.plan(base_context(ctx, state), counts)
-    except (BadReply, BudgetExhausted) as exc:
+    except (BadReply, BrainStop) as exc:
         ctx.emit("planner", str(exc))
-        return update | {"llm_calls": counts, "stop_reason": exc.stop_reason}
+        return update | brain_stop(state, exc, counts)
     ctx.emit("planner", plan.summary)
     return update | {"plan_sha": ctx.put_json(plan.model_dump(), "plan"), "llm_calls": counts}

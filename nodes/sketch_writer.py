@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
+from nodes.checks import brain_stop
 from nodes.context import RunContext
-from nodes.llm import BadReply, BudgetExhausted
+from nodes.llm import BadReply, BrainStop
 from nodes.prompt_context import with_plan
 from state.graph_state import GraphState
 
@@ -21,9 +22,9 @@ def sketch_writer(state: GraphState, runtime: Runtime[RunContext]) -> dict:
     counts = dict(state.llm_calls)
     try:
         sketch = ctx.brain.sketch(context, counts)
-    except (BadReply, BudgetExhausted) as exc:
+    except (BadReply, BrainStop) as exc:
         ctx.emit("sketch_writer", str(exc))
-        return {"llm_calls": counts, "stop_reason": exc.stop_reason}
+        return brain_stop(state, exc, counts)
     ctx.emit("sketch_writer", f"sketch {state.sketch_rev + 1}: {len(sketch.stages)} stage(s)")
     return {
         "sketch_sha": ctx.put_json(sketch.model_dump(), "sketch"),

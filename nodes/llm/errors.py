@@ -67,10 +67,14 @@ class RequestRejected(LLMError):
         self.status = status
 
 
-class BudgetExhausted(LLMError):
-    """A run budget (`budget_usd` or `max_llm_calls`) is spent; checked before each call."""
+class BrainStop(LLMError):
+    """The brain has nothing more to give: the run ends cleanly with the best kernel so far."""
 
     exit_code = 1
+
+
+class BudgetExhausted(BrainStop):
+    """A run budget (`budget_usd` or `max_llm_calls`) is spent; checked before each call."""
 
     def __init__(self, message: str, *, stop_reason: str) -> None:
         super().__init__(message, stop_reason=stop_reason)
@@ -81,6 +85,18 @@ class BadReply(LLMError):
 
     stop_reason = "bad_reply"
     exit_code = 1
+
+
+class NothingToTry(BrainStop):
+    """The builtin model tried every configuration next to the best kernel."""
+
+    stop_reason = "tuned"
+
+
+class CannotWrite(BrainStop):
+    """The builtin model cannot write this task (the message names the op and what to set)."""
+
+    stop_reason = "builtin_unsupported"
 
 
 class ReplayMissing(LLMError):

@@ -1,0 +1,202 @@
+"""The builtin model: planner, sketch-writer and coder answers without an LLM.
+
+It answers the same three questions as an LLM brain, from the task analysis: the Plan names the
+kernels the program needs, the Sketch lists them as stages with their tunables, and the coder
+prints the kernel file with the default config first, then (refine, or a retry after a config
+that failed) the next untried config next to the best one. When nothing is left to try it
+raises NothingToTry; for ops it cannot write, Unsupported (tools/builtin/errors.py).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from state.sketch import Plan, Sketch, Stage, Tunable
+from tools.builtin.errors import Unsupported
+from tools.builtin.generate import Generator
+from tools.builtin.kernels import FusedKernel, GemmKernel
+from tools.builtin.module import read_config
+
+Config = dict[str, dict[str, Any]]
+
+
+class NothingToTry(Exception):
+    """Every configuration next to the best one has been tried."""
+
+
+class BuiltinModel:
+    def __init__(self) -> None:
+        self._generators: dict[str, Generator] = {}
+
+    def generator(self, context: dict[str, Any]) -> Generator:
+        analysis = context.get("analysis") or {}
+        key = json.dumps([analysis.get("version"), context["dsl"], context["device"],
+                          context["policy"], context["precision"], analysis.get("ops")],
+                         sort_keys=True, default=str)  # fmt: skip
+        if key not in self._generators:
+            self._generators[key] = Generator(
+                analysis, context["dsl"], context["device"], context["policy"], context["precision"]
+            )
+        return self._generators[key]
+
+    # ------------------------------------------------------------ planner
+
+    def plan(self, context: dict[str, Any]) -> Plan:
+        gen = self.generator(context)
+        analysis = context.get("analysis") or {}
+        kernels = [_describe(k) for k in gen.program.kernels]
+        risks = []
+        if (
+            any(isinstance(k, GemmKernel) for k in gen.program.kernels)
+            and context["precision"] == "fp32"
+        ):
+            risks.append(
+                "fp32 GEMM without TF32 (the fp32 tolerance) runs on FMA units, not tensor cores"
+            )
+        if any(
+            isinstance(k, FusedKernel) and k.rows < 64 and k.rlen > 65536
+            for k in gen.program.kernels
+        ):
+            risks.append("few long rows: one program per row leaves most of the device idle")
+        return Plan(
+            summary=f"{_ops_summary(analysis)}; builtin program of {gen.summary()}.",
+            bound=analysis.get("bound") or "unknown",
+            fuse=[k.name for k in gen.program.kernels],
+            kernels=kernels,
+            library_calls=sorted(set(gen.program.hybrid_ops)),
+            risks=risks,
+        )
+
+    # ------------------------------------------------------------ sketch
+
+    def sketch(self, context: dict[str, Any]) -> Sketch:
+        gen = self.generator(context)
+        default, spaces = gen.default_config(), gen.tunables()
+        tiling = [
+            Tunable(name=f"{kernel}.{param}", values=values, default=default[kernel].get(param))
+            for kernel, params in spaces.items()
+            for param, values in params.items()
+        ]
+        fused = [k for k in gen.program.kernels if isinstance(k, FusedKernel)]
+        reductions = sorted({r.kind for k in fused for r in k.reductions})
+        return Sketch(
+            stages=[Stage(name=k.name, description=_describe(k)) for k in gen.program.kernels],
+            parallel_axes=[_axes(k) for k in gen.program.kernels],
+            grid="; ".join(f"{k.name}: {_grid(k)}" for k in gen.program.kernels),
+            tiling=tiling,
+            memory="inputs read once from global memory into registers; rows that fit stay in "
+            "registers for every pass, longer rows are re-read per pass; GEMM tiles staged by the "
+            "compiler's software pipeline",
+            reduction=(
+                f"in-register tree reductions ({', '.join(reductions)}) along the reduced axis"
+                if reductions
+                else "none"
+            ),  # fmt: skip
+            precision=f"loads cast to fp32, math in fp32, stores in the output dtype "
+            f"({context['precision']} run)",
+            pseudocode="\n".join(_pseudo(k) for k in gen.program.kernels),
+        )
+
+    # ------------------------------------------------------------ coder
+
+    def code(self, context: dict[str, Any], tried: Iterable[str], best_code: str | None) -> str:
+        """The kernel file: default config first; later the first untried neighbour of the
+        best config (or of the default when nothing verified yet)."""
+        gen = self.generator(context)
+        tried_configs = [c for c in (read_config(code) for code in tried) if c is not None]
+        default = gen.default_config()
+        if default not in tried_configs:
+            return gen.code(default)
+        centre = read_config(best_code) or default
+        for config in neighbours(centre, gen.tunables()):
+            if config not in tried_configs:
+                return gen.code(config)
+        raise NothingToTry("every configuration next to the best one was tried")
+
+
+def neighbours(config: Config, spaces: dict[str, dict[str, list[Any]]]) -> list[Config]:
+    """Configs that differ from `config` in one parameter, nearest values first."""
+    found: list[Config] = []
+    for kernel, params in spaces.items():
+        for param, values in params.items():
+            current = config.get(kernel, {}).get(param)
+            ranked = sorted(values, key=lambda v: (_distance(v, current), str(v)))
+            for value in ranked:
+                if value == current:
+                    continue
+                changed = {k: dict(v) for k, v in config.items()}
+                changed.setdefault(kernel, {})[param] = value
+                found.append(changed)
+    # interleave: the first alternative of every parameter before the second of any
+    order = sorted(range(len(found)), key=lambda i: _rank(found, i, config))
+    return [found[i] for i in order]
+
+
+def _rank(found: list[Config], i: int, base: Config) -> tuple[int, int]:
+    same_param = 0
+    target = _changed(found[i], base)
+    for j in range(i):
+        if _changed(found[j], base) == target:
+            same_param += 1
+    return (same_param, i)
+
+
+def _changed(config: Config, base: Config) -> tuple[str, str] | None:
+    for kernel, params in config.items():
+        for param, value in params.items():
+            if base.get(kernel, {}).get(param) != value:
+                return (kernel, param)
+    return None
+
+
+def _distance(value: Any, current: Any) -> float:
+    """How far a value is from the current one, by ratio (64 is as near to 128 as 256 is)."""
+    try:
+        return abs(math.log(float(value) / float(current)))
+    except (TypeError, ValueError, ZeroDivisionError):
+        return 0.0
+
+
+def _describe(k: FusedKernel | GemmKernel) -> str:
+    if isinstance(k, GemmKernel):
+        batch = f"{k.batch} x " if k.batch > 1 else ""
+        return f"{k.name}: GEMM {batch}[{k.m}x{k.k}] @ [{k.k}x{k.n}] with a fused epilogue"
+    if k.is_pointwise():
+        return f"{k.name}: fused pointwise over {k.numel} elements ({len(k.stores)} output(s))"
+    kinds = ", ".join(r.kind for r in k.reductions)
+    return (f"{k.name}: {k.kind} over {k.rows} rows of {k.rlen} (stride {k.inner}); "
+            f"reductions {kinds}; pointwise prologue/epilogue fused")  # fmt: skip
+
+
+def _axes(k: FusedKernel | GemmKernel) -> str:
+    if isinstance(k, GemmKernel):
+        return f"{k.name}: batch, M tiles, N tiles"
+    return (
+        f"{k.name}: elements" if k.is_pointwise() else f"{k.name}: rows (reduced axis in-program)"
+    )
+
+
+def _grid(k: FusedKernel | GemmKernel) -> str:
+    if isinstance(k, GemmKernel):
+        return "(cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N) grouped by GROUP_M, batch)"
+    return "cdiv(numel, BLOCK)" if k.is_pointwise() else "cdiv(rows, BLOCK_K)"
+
+
+def _pseudo(k: FusedKernel | GemmKernel) -> str:
+    if isinstance(k, GemmKernel):
+        return f"{k.name}: acc = sum_k A[m,k] B[k,n] (fp32); out = epilogue(acc)"
+    if k.is_pointwise():
+        return f"{k.name}: out[i] = f(inputs at i, broadcast by strides)"
+    steps = "; ".join(f"r{j} = {r.kind}_r(...)" for j, r in enumerate(k.reductions))
+    return f"{k.name}: per row: {steps}; store row/full outputs"
+
+
+def _ops_summary(analysis: dict[str, Any]) -> str:
+    kinds = [s.get("kind") for s in analysis.get("stages") or []]
+    return "computes " + (", then ".join(kinds) if kinds else "nothing traced")
+
+
+__all__ = ["BuiltinModel", "NothingToTry", "Unsupported", "neighbours"]
