@@ -16,6 +16,7 @@ from state.config import RunConfig
 from state.sketch import Plan, Sketch
 from state.store import RunStore
 
+
 class Brain(Protocol):
     def plan(self, context: dict[str, Any], counts: dict[str, int]) -> Plan: ...
 
