@@ -133,6 +133,27 @@ def offset_of(index: Expr, shape: list[int], strides: list[int]) -> Expr:
     return total
 
 
+def repeat_offset(
+    index: Expr, out_shape: list[int], in_shape: list[int], strides: list[int]
+) -> Expr:
+    """The offset of the source element of `index` in torch.repeat's output: along each dim the
+    output index wraps around the input's size."""
+    pad = len(out_shape) - len(in_shape)
+    sizes, steps = [1] * pad + list(in_shape), [0] * pad + list(strides)
+    terms: list[Expr] = []
+    inner = math.prod(out_shape) if out_shape else 1
+    for out_size, size, stride in zip(out_shape, sizes, steps, strict=True):
+        inner //= out_size
+        if size == 1 or stride == 0:
+            continue
+        term = _ix("imod", index if inner == 1 else _ix("idiv", index, inner), size)
+        terms.append(term if stride == 1 else _ix("imul", term, stride))
+    total = terms[0] if terms else const(0)
+    for t in terms[1:]:
+        total = Expr("iadd", (total, t))
+    return total
+
+
 def _merge(shape: list[int], strides: list[int]) -> list[tuple[int, int]]:
     """(size, stride) pairs without size-1 dims, neighbours merged where memory allows."""
     dims: list[tuple[int, int]] = []

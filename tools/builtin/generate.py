@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tools.builtin.cpp_backend import CppBackend
 from tools.builtin.errors import Unsupported
 from tools.builtin.module import render
 from tools.builtin.program import Program, build_program
@@ -17,7 +18,7 @@ from tools.builtin.triton_backend import TritonBackend
 PRECISION_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
 
 # DSL name -> backend factory(device, precision). Adding a DSL to the builtin is one entry.
-BACKENDS: dict[str, Callable[[str, str], Any]] = {"triton": TritonBackend}
+BACKENDS: dict[str, Callable[[str, str], Any]] = {"triton": TritonBackend, "cpp": CppBackend}
 
 
 def register_backend(dsl: str, factory: Callable[[str, str], Any]) -> None:

@@ -23,6 +23,7 @@ from tools.builtin.expr import (
     const,
     contiguous_strides,
     offset_of,
+    repeat_offset,
     var,
     walk,
 )
@@ -172,7 +173,7 @@ class GroupBuilder:
             return ref
         key, views = self.ctx.chain(ref)
         if key in self.env:
-            return self._in_group(self.env[key], views, shape, space)
+            return self._in_group(self.env[key], views, shape, space, place)
         value = self.ctx.external(ref)
         if place is not None:
             strides = [0] * len(shape)
@@ -187,7 +188,9 @@ class GroupBuilder:
         load = Load(self._arg(value), offset_of(index, shape, strides), space)
         return Expr("load", attr=load)
 
-    def _in_group(self, held: InGroup, views: list[int], shape: list[int], space: str) -> Expr:
+    def _in_group(
+        self, held: InGroup, views: list[int], shape: list[int], space: str, place=None
+    ) -> Expr:
         current = list(held.shape)
         for v in views:
             op = self.ctx.ops[v]
@@ -200,8 +203,8 @@ class GroupBuilder:
                 raise FusionError("a value broadcast inside the kernel")
             return held.expr
         if held.space == "row" and space == "full":
-            strides = broadcast_strides(current, contiguous_strides(current), shape)
-            if _merge(shape, strides) != self.space.row_pattern():
+            strides = _placed(current, shape, place)
+            if strides is None or _merge(shape, strides) != self.space.row_pattern():
                 raise FusionError("a row value broadcast along another axis")
             return held.expr
         raise FusionError("a full-size value used per row")
@@ -222,6 +225,8 @@ class GroupBuilder:
         key = row_key(name, op["overload"])
         if name in GEMMS:
             self._gemm(index, op, name)
+        elif name == "repeat":
+            self._repeat(index, op)
         elif key is not None:
             self._row(index, op, key)
         else:
@@ -231,6 +236,19 @@ class GroupBuilder:
             kwargs = {k: self.operand(v, shape, space) for k, v in (op.get("kwargv") or {}).items()}
             expr = lower_pointwise(name, op["overload"], args, kwargs)
             self.env[(f"op:{index}", 0)] = InGroup(expr, space, shape)
+
+    def _repeat(self, index: int, op: dict) -> None:
+        """torch.repeat of a tensor made outside the kernel: a load whose index wraps."""
+        source, shape = op["argv"][0], op["outs"][0]["shape"]
+        key, views = self.ctx.chain(source)
+        if key in self.env:
+            raise FusionError("repeat of a value inside the kernel")
+        value = self.ctx.external(source)
+        space = self._space_of(shape)
+        index_var = var("idx") if space == "full" else var("k")
+        offset = repeat_offset(index_var, shape, value.shape, value.strides)
+        load = Expr("load", attr=Load(self._arg(value), offset, space))
+        self.env[(f"op:{index}", 0)] = InGroup(load, space, shape)
 
     def _row(self, index: int, op: dict, key: str) -> None:
         lowering: RowLowering = ROW_OPS[key](_RowArgs(self, op, index))
@@ -322,6 +340,21 @@ class GroupBuilder:
         b = Operand(self._arg(b_val), _gemm_strides(b_val, batch))
         inputs = [self.arg_names[v.var] for v in self.inputs]
         return GemmKernel(self.name, batch, m, n, k, a, b, inputs, names, stores)
+
+
+def _placed(current: list[int], shape: list[int], place: list[int] | None) -> list[int] | None:
+    """Strides of a contiguous `current`-shaped value read by an op of `shape`: broadcast
+    (numpy rules), or its dims put at `place`. None when it does not fit."""
+    own = contiguous_strides(current)
+    if place is None:
+        try:
+            return broadcast_strides(current, own, shape)
+        except ValueError:
+            return None
+    strides = [0] * len(shape)
+    for d, stride in zip(place, own, strict=True):
+        strides[d] = stride
+    return strides
 
 
 def _gemm_strides(value: Value, batch: int) -> tuple[int, int, int]:

@@ -57,6 +57,7 @@ def writable(op: dict[str, Any]) -> bool:
     name = op_name(op)
     return (
         name in GEMMS
+        or name == "repeat"
         or row_key(name, op["overload"]) is not None
         or (f"{name}.{op['overload']}" in POINTWISE_OPS or name in POINTWISE_OPS)
     )

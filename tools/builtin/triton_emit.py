@@ -45,6 +45,8 @@ class TritonSyntax:
         if op in _CALLS:
             return f"{_CALLS[op]}({', '.join(a)})"
         x = a[0]
+        if op == "pow":
+            return f"tl.exp({a[1]} * tl.log({x}))"
         if self.gpu and op in ("tanh", "log1p", "expm1"):
             return f"libdevice.{op}({x})"
         return {
@@ -58,7 +60,6 @@ class TritonSyntax:
             "isnan": f"({x} != {x})",
             "to_float": f"{x}.to(tl.float32)",
             "to_bool": f"({x} != 0)",
-            "pow": f"tl.exp({a[1]} * tl.log({x}))",
         }[op]
 
     def constant(self, value: float | int | bool) -> str:
@@ -71,6 +72,8 @@ class TritonSyntax:
         return repr(float(value)) if isinstance(value, float) else repr(value)
 
     def load(self, load: Load, offset: str) -> str:
+        if offset.isdigit():  # one element for every lane: a scalar load, no mask
+            return f"tl.load({load.tensor} + {offset}).to(tl.float32)"
         mask = "mask" if load.space == "full" else "kmask"
         return f"tl.load({load.tensor} + {offset}, mask={mask}, other=0).to(tl.float32)"
 
