@@ -29,7 +29,9 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +44,19 @@ def discover(suite: Path, only: str | None) -> list[tuple[str, Path]]:
     """(name, path) of every task: `DIR/NAME.py` and `DIR/NAME/task.py`, sorted by name."""
     found = [(p.stem, p) for p in suite.glob("*.py") if not p.name.startswith("_")]
     found += [(p.parent.name, p) for p in suite.glob("*/task.py")]
-    return sorted((n, p) for n, p in found if only is None or fnmatch.fnmatch(n, only))
+    globs = only.split(",") if only else ["*"]
+    return sorted((n, p) for n, p in found if any(fnmatch.fnmatch(n, g) for g in globs))
+
+
+def interleave(tasks: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
+    """Round-robin over categories, so that a partial run still covers every category."""
+    by_category: dict[str, list[tuple[str, Path]]] = {}
+    for item in tasks:
+        by_category.setdefault(category(item[0]), []).append(item)
+    columns = list(by_category.values())
+    return [
+        col[i] for i in range(max(map(len, columns), default=0)) for col in columns if i < len(col)
+    ]
 
 
 def category(name: str) -> str:
@@ -180,13 +194,24 @@ def run_suite(ns: argparse.Namespace) -> None:
         return
     done = {r["task"] for r in records if r.get("kind") == "task"}
     tasks = discover(ns.suite, ns.only)
-    todo = [(n, p) for n, p in tasks if n not in done]
+    todo = interleave([(n, p) for n, p in tasks if n not in done])
     print(f"{len(tasks)} tasks, {len(tasks) - len(todo)} already in {out}", file=sys.stderr)
-    for i, (name, path) in enumerate(todo):
+    lock = threading.Lock()
+
+    def one(name: str, path: Path) -> None:
         if time.monotonic() - start > ns.deadline_s:
-            print(f"deadline: {len(todo) - i} tasks left; run again to go on", file=sys.stderr)
-            return
-        emit(run_task(name, path, ns, db), out)
+            return  # past the deadline: left for the next invocation
+        record = run_task(name, path, ns, db)
+        with lock:
+            emit(record, out)
+
+    # Tasks overlap their CPU-side work; profiling still takes the device's exclusive timing
+    # slot (tools/device_slot.py), so timings are not disturbed by the other jobs.
+    with ThreadPoolExecutor(max_workers=max(1, ns.jobs)) as pool:
+        list(pool.map(lambda item: one(*item), todo))
+    left = len(todo) - len({r["task"] for r in read_records(out) if r.get("kind") == "task"} - done)
+    if left:
+        print(f"deadline: {left} tasks left; run again to go on", file=sys.stderr)
 
 
 def geomean(values: list[float | None]) -> float | None:
@@ -249,7 +274,9 @@ def report(path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", type=Path, default=REPO / "benchmarks" / "builtin_suite")
-    parser.add_argument("--only", help="Glob over task names, e.g. 'softmax_*'.")
+    parser.add_argument(
+        "--only", help="Globs over task names, comma-separated: 'softmax_*,norm_*'."
+    )
     parser.add_argument("--out", type=Path, help="JSON-lines file, appended to.")
     parser.add_argument("--report", type=Path, help="Print the markdown report of this file.")
     parser.add_argument("--bandwidth", action="store_true", help="Only measure bandwidth.")
@@ -262,6 +289,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, help="run's --timeout per harness process, s.")
     parser.add_argument("--task-timeout", type=float, default=900.0, help="Per task wall, s.")
     parser.add_argument("--deadline-s", type=float, default=540.0)
+    parser.add_argument("--jobs", type=int, default=1, help="Tasks run at once (default 1).")
     ns = parser.parse_args()
     if ns.report:
         report(ns.report)

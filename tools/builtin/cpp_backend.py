@@ -10,15 +10,64 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tools.builtin import cpp_emit
+from tools.builtin import cpp_emit, cpp_gemm, cpp_rows
 from tools.builtin.kernels import FusedKernel, GemmKernel
+
+HELPERS = r"""#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+#include <omp.h>
+
+// exp(x) with plain float arithmetic (vectorises): 2^k * poly(r), relative error ~1e-7.
+static inline float kg_exp(float x) {
+    const float c = std::min(std::max(x, -87.3f), 88.3f);  // vminps/vmaxps; NaN stays NaN
+    const float k = (c * 1.44269504f + 12582912.0f) - 12582912.0f;
+    const float r = (c - k * 0.693359375f) + k * 2.12194440e-4f;
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    float e = p * __builtin_bit_cast(float, (static_cast<int32_t>(k) + 127) << 23);
+    e = x > 88.72f ? INFINITY : e;
+    return x < -87.3f ? 0.0f : e;
+}
+static inline float kg_sigmoid(float x) { return 1.0f / (1.0f + kg_exp(-x)); }
+static inline float kg_tanh(float x) {
+    const float e = kg_exp(-2.0f * std::fabs(x));
+    const float t = (1.0f - e) / (1.0f + e);
+    return x < 0.0f ? -t : t;
+}
+// Abramowitz & Stegun 7.1.26: absolute error below 1.5e-7.
+static inline float kg_erf(float x) {
+    const float a = std::fabs(x), t = 1.0f / (1.0f + 0.3275911f * a);
+    float p = 1.061405429f;
+    p = p * t - 1.453152027f;
+    p = p * t + 1.421413741f;
+    p = p * t - 0.284496736f;
+    p = p * t + 0.254829592f;
+    const float y = 1.0f - p * t * kg_exp(-a * a);
+    return x < 0.0f ? -y : y;
+}
+// An output whose dtype is only known at run time (dt: 0 float32, 1 int64, 2 bool).
+template <class T> static inline void kg_store(void* p, int64_t i, int64_t dt, T v) {
+    if (dt == 1) static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v);
+    else if (dt == 2) static_cast<bool*>(p)[i] = v != 0;
+    else static_cast<float*>(p)[i] = static_cast<float>(v);
+}
+static inline int kg_threads(int64_t t) { return t > 0 ? static_cast<int>(t) : omp_get_max_threads(); }
+"""
 
 PRELUDE = f'''import torch
 import torch.nn as nn
 
 from tools.dsl.cpp import build_library
 
-_HELPERS = r"""{cpp_emit.HELPERS}"""
+_HELPERS = r"""{HELPERS}"""
 _FLAGS = ("-fno-math-errno",)  # lets sqrt, floor, round... vectorise; results are unchanged
 
 
@@ -50,16 +99,14 @@ class CppBackend:
     def params(self, kernel: FusedKernel | GemmKernel) -> list[str]:
         """The C function's tuning arguments, in order."""
         if isinstance(kernel, GemmKernel):
-            return ["threads", "BLOCK_M", "BLOCK_N", "BLOCK_K"]
+            return list(cpp_gemm.PARAMS)
         if kernel.is_pointwise() or kernel.inner == 1:
             return ["threads"]
         return ["threads", "WIDTH"]
 
     def default(self, kernel: FusedKernel | GemmKernel) -> dict[str, Any]:
         if isinstance(kernel, GemmKernel):
-            work = kernel.batch * kernel.m * kernel.n * kernel.k
-            return {"threads": 1 if work < (1 << 18) else 0, "BLOCK_M": 96,
-                    "BLOCK_N": 256, "BLOCK_K": 256}  # fmt: skip
+            return _gemm_default(kernel)
         threads = 1 if kernel.numel < PARALLEL_MIN else 0  # 0: all cores
         if kernel.is_pointwise() or kernel.inner == 1:
             return {"threads": threads}
@@ -78,11 +125,12 @@ class CppBackend:
 
     def kernel_source(self, kernel: FusedKernel | GemmKernel, config: dict[str, Any]) -> str:
         if isinstance(kernel, GemmKernel):
-            source = cpp_emit.gemm_source(kernel)
+            source = cpp_gemm.gemm_source(kernel)
         elif kernel.is_pointwise():
-            source = cpp_emit.pointwise_source(kernel)
+            rows = cpp_emit.broadcast_rows(kernel)
+            source = cpp_rows.row_source(rows) if rows else cpp_emit.pointwise_source(kernel)
         else:
-            source = cpp_emit.row_source(kernel)
+            source = cpp_rows.row_source(kernel)
         name = kernel.name
         return (
             f'_{name}_src = _HELPERS + r"""\n{source}\n"""\n'
@@ -103,6 +151,18 @@ def _dynamic(kernel: FusedKernel | GemmKernel) -> set[str]:
     if isinstance(kernel, GemmKernel):
         return cpp_emit.dynamic_outputs(kernel.stores)
     return cpp_emit.dynamic_outputs(kernel.stores, cpp_emit.arg_reduction_vars(kernel))
+
+
+def _gemm_default(kernel: GemmKernel) -> dict[str, Any]:
+    """96 x 256 x 256 tiles (the A and B blocks stay in L2), halved while there are fewer
+    than four tiles per core (small products need the tiles to spread over the threads)."""
+    block_m, block_n = 96, 256
+    tiles = lambda bm, bn: kernel.batch * -(-kernel.m // bm) * -(-kernel.n // bn)  # noqa: E731
+    while tiles(block_m, block_n) < 4 * _cores() and (block_n > 64 or block_m > 48):
+        block_n, block_m = (block_n // 2, block_m) if block_n > 64 else (block_n, block_m // 2)
+    small = kernel.batch * kernel.m * kernel.n * kernel.k < (1 << 18)
+    return {"threads": 1 if small else 0, "BLOCK_M": block_m, "BLOCK_N": block_n,
+            "BLOCK_K": 256}  # fmt: skip
 
 
 def _pow2_at_least(n: int) -> int:

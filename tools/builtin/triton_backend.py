@@ -12,7 +12,7 @@ from typing import Any
 from tools.builtin import triton_emit
 from tools.builtin.kernels import FusedKernel, GemmKernel
 
-MAX_PERSISTENT_R = 16384  # longer rows are reduced in a loop
+MAX_PERSISTENT_R = 32768  # longer rows are reduced in a loop (one read per pass)
 INTERPRETER_BLOCK = 1 << 16
 
 

@@ -1,0 +1,255 @@
+"""C++ (OpenMP, CPU) source of the builtin's row kernels: reductions, softmax family, norms.
+
+A FusedKernel's index space is [outer, rlen, inner] (tools/builtin/kernels.py). Reductions are
+grouped into sweeps over r (one sweep computes every reduction that does not need another of
+the same sweep); then row results are stored, then a last sweep stores the full-space results.
+What does not vary along r is hoisted out of the sweeps (per-row loads, 1 / sum, rsqrt(var)).
+
+- Contiguous rows (inner == 1): threads share the rows; each sweep is an `omp simd` loop over
+  r with scalar accumulators (`reduction` clauses). The last reduction sweep keeps expensive
+  subexpressions that the stores need again (softmax's exp) in a row buffer.
+- Strided rows (inner > 1): threads share (outer, chunk of WIDTH rows); a sweep runs r outside
+  and the chunk's contiguous rows inside, with per-row accumulator arrays, so memory is read
+  in order.
+"""
+
+from __future__ import annotations
+
+from tools.builtin.cpp_emit import (
+    MAX_WIDTH,
+    CppSyntax,
+    arg_reduction_vars,
+    dynamic_outputs,
+    indent,
+    index_type,
+    loop,
+    print_stores,
+    signature,
+    split_index,
+    uses,
+)  # fmt: skip
+from tools.builtin.expr import Expr, call, const, var, walk
+from tools.builtin.kernels import FusedKernel, Reduction, Store
+from tools.builtin.printer import Printer
+
+INIT = {"sum": "0.0f", "prod": "1.0f", "max": "-INFINITY", "min": "INFINITY"}
+CLAUSE = {"sum": "+", "prod": "*", "max": "max", "min": "min"}
+COMBINE = {"sum": "{a} += {v};", "prod": "{a} *= {v};", "max": "{a} = {v} > {a} ? {v} : {a};",
+           "min": "{a} = {v} < {a} ? {v} : {a};"}  # fmt: skip
+EXPENSIVE = frozenset("exp log tanh sigmoid erf pow sqrt rsqrt sin cos log1p expm1 div".split())
+MAX_CACHED_ROW = 8192  # floats of row buffer per cached subexpression (on the thread's stack)
+
+
+def passes(kernel: FusedKernel) -> list[list[int]]:
+    """Reductions grouped into sweeps over r: one joins the current sweep unless it uses a
+    result of that sweep (max and sum of x share one read; softmax's sum needs the max)."""
+    groups: list[list[int]] = []
+    for j, red in enumerate(kernel.reductions):
+        used = {n.attr for n in walk(red.value) if n.op == "var"}
+        if groups and not used & {f"r{i}" for i in groups[-1]}:
+            groups[-1].append(j)
+        else:
+            groups.append([j])
+    return groups
+
+
+def varies(e: Expr) -> bool:
+    return any(n.op == "var" and n.attr in ("idx", "r") for n in walk(e))
+
+
+class Hoister:
+    """Replaces maximal subexpressions that do not vary along r by variables hN."""
+
+    def __init__(self) -> None:
+        self.table: dict[Expr, Expr] = {}
+        self.done: set[str] = set()
+
+    def __call__(self, e: Expr) -> Expr:
+        if e.op in ("const", "var"):
+            return e
+        if not varies(e):
+            return self.table.setdefault(e, var(f"h{len(self.table)}"))
+        if e.op == "load":
+            return e
+        if e.op == "div" and not varies(e.args[1]):  # one reciprocal per row, then multiply
+            return call("mul", self(e.args[0]), self(call("div", const(1.0), e.args[1])))
+        return Expr(e.op, tuple(self(a) for a in e.args), e.attr)
+
+    def ready(self, defined: set[str]) -> list[tuple[str, Expr]]:
+        """Hoisted values not emitted yet whose row results are all computed."""
+        out = [(h.attr, e) for e, h in self.table.items() if h.attr not in self.done
+               and {n.attr for n in walk(e) if n.op == "var"} - {"k"} <= defined]  # fmt: skip
+        self.done.update(h for h, _ in out)
+        return out
+
+
+def _combine(j: int, kind: str, v: str, at: str) -> list[str]:
+    if kind.startswith("arg"):
+        op = ">" if kind == "argmax" else "<"
+        b, r = f"b{j}{at}", f"r{j}{at}"
+        return [f"const bool better{j} = {v} {op} {b} || ({v} != {v} && {b} == {b});",
+                f"{b} = better{j} ? {v} : {b};", f"{r} = better{j} ? r : {r};"]  # fmt: skip
+    return [COMBINE[kind].format(a=f"r{j}{at}", v=v)]
+
+
+def _shared(values: list[Expr], stores: list[Expr]) -> list[Expr]:
+    """Expensive r-varying subexpressions of the stores that a sweep computes anyway."""
+    inside = {n for v in values for n in walk(v)}
+    found: list[Expr] = []
+
+    def visit(e: Expr) -> None:
+        if e in inside and varies(e) and any(n.op in EXPENSIVE for n in walk(e)):
+            if e not in found:
+                found.append(e)
+            return
+        for a in e.args:
+            visit(a)
+
+    for e in stores:
+        visit(e)
+    return found[:2]
+
+
+def _substitute(e: Expr, mapping: dict[Expr, Expr]) -> Expr:
+    if e in mapping:
+        return mapping[e]
+    return Expr(e.op, tuple(_substitute(a, mapping) for a in e.args), e.attr) if e.args else e
+
+
+class RowKernel:
+    def __init__(self, kernel: FusedKernel) -> None:
+        if kernel.inner == 1:  # per-row operands become row values (hoisted) where they can
+            split = lambda e: split_index(e, kernel.rlen)  # noqa: E731
+            kernel = FusedKernel(
+                kernel.name, kernel.outer, kernel.rlen, 1, kernel.inputs, kernel.outputs,
+                [Reduction(red.kind, split(red.value)) for red in kernel.reductions],
+                [Store(s.arg, split(s.value), s.space) for s in kernel.stores], kernel.kind,
+            )  # fmt: skip
+        self.kernel, self.strided = kernel, kernel.inner > 1
+        exprs = [red.value for red in kernel.reductions] + [s.value for s in kernel.stores]
+        self.ix = index_type(kernel, {"idx": kernel.numel, "k": kernel.rows}, exprs)
+        self.dynamic = dynamic_outputs(kernel.stores, arg_reduction_vars(kernel))
+        self.at = "[ii]" if self.strided else ""
+        self.syntax, self.hoist = CppSyntax(), Hoister()
+        self.names: dict[str, str] = {}
+        self.row = Printer(self.syntax, self.names, prefix="w")  # row scope (inner == 1)
+        self.body: list[str] = []
+
+    def printer(self, prefix: str) -> Printer:
+        return Printer(self.syntax, dict(self.names), prefix=prefix)
+
+    def declare(self, lines: list[str], **values: str) -> list[str]:
+        """`lines` preceded by the index variables they use."""
+        used = [f"const {self.ix} {name} = {v};" for name, v in values.items()
+                if any(uses(line, name) for line in lines)]  # fmt: skip
+        return used + lines
+
+    def ii_loop(self, lines: list[str], simd: bool = True) -> list[str]:
+        head = f"for ({self.ix} ii = 0; ii < w; ++ii)"
+        return loop(head, self.declare(lines, k="k0 + ii"), "#pragma omp simd" if simd else None)
+
+    def r_loop(self, lines: list[str], pragma: str | None) -> list[str]:
+        k = self.kernel
+        head = f"for ({self.ix} r = 0; r < {k.rlen}; ++r)"
+        if not self.strided:
+            return loop(head, self.declare(lines, idx="base + r"), pragma)
+        inner = loop(f"for ({self.ix} ii = 0; ii < w; ++ii)",
+                     self.declare(lines, k="k0 + ii", idx="base + ii"), pragma)  # fmt: skip
+        return loop(head, [f"const {self.ix} base = o * {k.rlen * k.inner} + r * {k.inner} + i0;",
+                           *inner])  # fmt: skip
+
+    def emit_hoisted(self) -> None:
+        ready = self.hoist.ready(set(self.names))
+        if self.strided and ready:
+            printer, lines = self.printer("w"), []
+            for h, e in ready:
+                value = printer.value(e)
+                lines += printer.take() + [f"{h}[ii] = {value};"]
+            self.body += [f"float {h}[{MAX_WIDTH}];" for h, _ in ready] + self.ii_loop(lines)
+        for h, e in ready:
+            if self.strided:
+                self.names[h] = f"{h}[ii]"
+            else:
+                self.names[h] = self.row.value(e)
+                self.body += self.row.take()
+
+    def sweep(self, p: int, members: list[int], values: list[Expr], cached: list[Expr]) -> None:
+        size = f"[{MAX_WIDTH}]" if self.strided else ""
+        printer, lines, clauses, decls, starts = self.printer(f"p{p}_"), [], [], [], []
+        for j, value in zip(members, values, strict=True):
+            kind = self.kernel.reductions[j].kind
+            spelled = printer.value(value)
+            lines += printer.take() + _combine(j, kind, spelled, self.at)
+            if kind.startswith("arg"):
+                accs = [("float", f"b{j}", INIT[kind[3:]]), ("int64_t", f"r{j}", "0")]
+            else:
+                accs = [("float", f"r{j}", INIT[kind])]
+                clauses.append(f"reduction({CLAUSE[kind]}:r{j})")
+            decls += [f"{ctype} {name}{size};" for ctype, name, _ in accs]
+            starts += [f"{name}{self.at} = {init};" for _, name, init in accs]
+        for i, e in enumerate(cached):
+            decls.append(f"float c{i}[{self.kernel.rlen}];")
+            value = printer.value(e)
+            lines += printer.take() + [f"c{i}[r] = {value};"]
+        self.body += decls + (self.ii_loop(starts, False) if self.strided else starts)
+        if self.strided or len(clauses) == len(members):
+            pragma = "#pragma omp simd" + ("" if self.strided else " " + " ".join(clauses))
+        else:
+            pragma = None  # argmax/argmin: no simd reduction clause for (value, index) pairs
+        self.body += self.r_loop(lines, pragma)
+        self.names.update({f"r{j}": f"r{j}{self.at}" for j in members})
+
+    def source(self) -> str:
+        k, hoist = self.kernel, self.hoist
+        groups = passes(k)
+        fulls = [s for s in k.stores if s.space == "full"]
+        can_cache = fulls and not self.strided and k.rlen <= MAX_CACHED_ROW
+        cached: list[Expr] = []
+        for p, members in enumerate(groups):
+            values = [hoist(k.reductions[j].value) for j in members]
+            if can_cache and p == len(groups) - 1:  # hoist the stores now to compare them
+                fulls = [Store(s.arg, hoist(s.value), s.space) for s in fulls]
+                cached = _shared(values, [s.value for s in fulls])
+            self.emit_hoisted()
+            self.sweep(p, members, values, cached)
+        if not (can_cache and groups):
+            fulls = [Store(s.arg, hoist(s.value), s.space) for s in fulls]
+        self.emit_hoisted()
+        mapping = {e: var(f"c{i}") for i, e in enumerate(cached)}
+        self.names.update({f"c{i}": f"c{i}[r]" for i in range(len(cached))})
+        fulls = [Store(s.arg, _substitute(s.value, mapping), s.space) for s in fulls]
+        rows = [s for s in k.stores if s.space == "row"]
+        if rows and self.strided:
+            lines = print_stores(self.printer("w"), rows, "k0 + ii", self.dynamic)
+            self.body += self.ii_loop(lines, False)
+        elif rows:
+            self.body += print_stores(self.row, rows, "k", self.dynamic)
+        if fulls:
+            lines = print_stores(self.printer("f"), fulls, "idx", self.dynamic)
+            self.body += self.r_loop(lines, "#pragma omp simd")
+        return self.wrap()
+
+    def wrap(self) -> str:
+        k, ix = self.kernel, self.ix
+        pragma = "#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)"
+        params = ["threads", "WIDTH"] if self.strided else ["threads"]
+        head = [
+            signature(k, self.dynamic, params) + " {",
+            "    const int nt = kg_threads(threads);",
+        ]
+        if not self.strided:
+            body = [f"const {ix} base = k * {k.rlen};", *self.body]
+            rows = loop(f"for ({ix} k = 0; k < {k.rows}; ++k)", body, pragma)
+            return "\n".join([*head, *indent(rows), "}"])
+        head += [f"    const {ix} W = static_cast<{ix}>(std::min<int64_t>(WIDTH < 1 ? 1 : WIDTH,"
+                 f" {MAX_WIDTH}));", f"    const {ix} chunks = ({k.inner} + W - 1) / W;"]  # fmt: skip
+        chunk = [f"const {ix} i0 = c * W, w = std::min<{ix}>(W, {k.inner} - i0);",
+                 f"const {ix} k0 = o * {k.inner} + i0;", *self.body]  # fmt: skip
+        outer = loop(f"for ({ix} c = 0; c < chunks; ++c)", chunk)
+        pragma = pragma.replace("for ", "for collapse(2) ")
+        return "\n".join([*head, *indent(loop(f"for ({ix} o = 0; o < {k.outer}; ++o)", outer,
+                                              pragma)), "}"])  # fmt: skip
+
+
+def row_source(kernel: FusedKernel) -> str:
+    return RowKernel(kernel).source()
