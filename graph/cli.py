@@ -19,7 +19,16 @@ from rich.console import Console
 from rich.markup import escape
 from sqlalchemy.exc import DatabaseError as SQLAlchemyDatabaseError
 
-from graph.cli_options import DslOpt, KernelArg, SetOpt, TaskArg, app, default_device, err
+from graph.cli_options import (
+    DslOpt,
+    KernelArg,
+    PolicyOpt,
+    SetOpt,
+    TaskArg,
+    app,
+    default_device,
+    err,
+)
 from graph.report import render_compile, render_verdict
 from tools.harness.config import EvalConfig
 from tools.harness.verdict import TaskError, UsageError
@@ -39,9 +48,7 @@ def evaluate(
     precision: Annotated[
         str, typer.Option(help="fp32 (1e-4, TF32 off), tf32, fp16 or bf16 (1e-2).")
     ] = "fp32",
-    policy: Annotated[
-        str, typer.Option(help="strict: no PyTorch compute; hybrid: library GEMM/conv allowed.")
-    ] = "strict",
+    policy: PolicyOpt = "strict",
     extra_shapes: Annotated[
         bool,
         typer.Option("--extra-shapes", help="Also verify at other sizes (reported separately)."),
@@ -108,6 +115,7 @@ def compile_check(
         str, typer.Option(help="Target to compile for, e.g. sm_90a or cpu.")
     ] = "sm_90a",
     set_: SetOpt = None,
+    policy: PolicyOpt = "strict",
     timeout: Annotated[float, typer.Option(help="Wall-clock limit, seconds.")] = 300.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON line on stdout.")] = False,
 ) -> None:
@@ -115,7 +123,7 @@ def compile_check(
     from tools.harness.compile_only import compile_only
 
     with err.status(f"compiling {kernel} for {target}"):
-        report = compile_only(task, kernel, dsl, target, parse_sets(set_), timeout)
+        report = compile_only(task, kernel, dsl, target, parse_sets(set_), timeout, policy)
     if as_json:
         print(json.dumps(report, default=repr))
     else:

@@ -23,6 +23,9 @@ KernelArg = Annotated[Path, typer.Argument(help="Candidate file defining class M
 DslOpt = Annotated[
     str, typer.Option("--dsl", help="Kernel language: triton, cpp, cuda or tilelang.")
 ]
+PolicyOpt = Annotated[
+    str, typer.Option(help="strict: no PyTorch compute; hybrid: library GEMM/conv allowed.")
+]
 SetOpt = Annotated[
     list[str] | None,
     typer.Option(

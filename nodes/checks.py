@@ -73,7 +73,9 @@ def compile_gate(ctx: RunContext, candidate_id: str) -> Verdict | None:
     if target is None:
         return None
     task = ctx.task()
-    key = "compile-" + _digest([code, task.hash, config.dsl, target, config.timeout_s])
+    key = "compile-" + _digest(
+        [code, task.hash, config.dsl, target, config.timeout_s, config.policy]
+    )
     report = ctx.eval_cache.get(key)
     if report is None:
         from tools.harness.compile_only import compile_only
@@ -81,7 +83,7 @@ def compile_gate(ctx: RunContext, candidate_id: str) -> Verdict | None:
         ctx.emit("compiler", f"compiling {candidate_id} for {target}")
         report = compile_only(
             task.path, candidate_file(ctx, candidate_id), config.dsl, target,
-            config.sets, config.timeout_s,
+            config.sets, config.timeout_s, config.policy,
         )  # fmt: skip
         ctx.eval_cache.put(key, report)
     if report.get("ok"):

@@ -137,21 +137,22 @@ def print_stores(printer: Printer, stores: list[Store], at: str, dynamic: set[st
     return lines
 
 
-def split_index(e: Expr, length: int) -> Expr:
-    """`e` with its load offsets rewritten for idx = k * length + r (0 <= r < length), so that
-    broadcast operands read per row show as row values (hoisted) and modulo terms as r."""
+def split_index(e: Expr, length: int, names: tuple[str, str, str] = ("idx", "k", "r")) -> Expr:
+    """`e` with its load offsets rewritten for idx = k * length + r (0 <= r < length; `names`
+    renames the three), so that operands read per row show as row values (hoisted) and
+    modulo terms as r."""
     if e.op == "load":
         ld = e.attr
-        return Expr("load", attr=Load(ld.tensor, _split(ld.offset, length), ld.space))
-    return Expr(e.op, tuple(split_index(a, length) for a in e.args), e.attr) if e.args else e
+        return Expr("load", attr=Load(ld.tensor, _split(ld.offset, length, names), ld.space))
+    return Expr(e.op, tuple(split_index(a, length, names) for a in e.args), e.attr) if e.args else e
 
 
-def _split(e: Expr, n: int) -> Expr:
+def _split(e: Expr, n: int, names: tuple[str, str, str]) -> Expr:
     if e.op not in ("idiv", "imod", "imul", "iadd"):
         return e
-    if e.args[0] != var("idx") or e.op not in ("idiv", "imod"):
-        return Expr(e.op, tuple(_split(a, n) for a in e.args), e.attr)
-    c, k, r = int(e.args[1].attr), var("k"), var("r")
+    if e.args[0] != var(names[0]) or e.op not in ("idiv", "imod"):
+        return Expr(e.op, tuple(_split(a, n, names) for a in e.args), e.attr)
+    c, k, r = int(e.args[1].attr), var(names[1]), var(names[2])
     ix = lambda op, a, b: a if b == 1 and op in ("idiv", "imul") else Expr(op, (a, const(b)))  # noqa: E731
     if e.op == "idiv" and c % n == 0:
         return ix("idiv", k, c // n)
@@ -164,17 +165,17 @@ def _split(e: Expr, n: int) -> Expr:
     return e
 
 
-def _row_length(kernel: FusedKernel) -> int:
-    """The gcd of the divisors and moduli applied to idx (0 when there are none)."""
-    found = [int(n.args[1].attr) for st in kernel.stores for n in walk(st.value)
-             if n.op in ("idiv", "imod") and n.args[0] == var("idx")]  # fmt: skip
+def split_length(exprs: list[Expr], name: str) -> int:
+    """The gcd of the divisors and moduli applied to variable `name` (0 when there are none)."""
+    found = [int(n.args[1].attr) for e in exprs for n in walk(e)
+             if n.op in ("idiv", "imod") and n.args[0] == var(name)]  # fmt: skip
     return math.gcd(*found) if found else 0
 
 
 def broadcast_rows(kernel: FusedKernel) -> FusedKernel | None:
     """A pointwise kernel with broadcast operands as rows of the broadcast's length (the row
     kernel then reads those operands once per row instead of gathering them), or None."""
-    n, length = kernel.numel, _row_length(kernel)
+    n, length = kernel.numel, split_length([s.value for s in kernel.stores], "idx")
     if not MIN_ROW <= length < n:
         return None
     stores = [Store(s.arg, s.value, "full") for s in kernel.stores]

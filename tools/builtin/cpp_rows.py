@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from tools.builtin.cpp_emit import (
     MAX_WIDTH,
+    MIN_ROW,
     CppSyntax,
     arg_reduction_vars,
     dynamic_outputs,
@@ -26,6 +27,7 @@ from tools.builtin.cpp_emit import (
     print_stores,
     signature,
     split_index,
+    split_length,
     uses,
 )  # fmt: skip
 from tools.builtin.expr import Expr, call, const, var, walk
@@ -37,6 +39,8 @@ CLAUSE = {"sum": "+", "prod": "*", "max": "max", "min": "min"}
 COMBINE = {"sum": "{a} += {v};", "prod": "{a} *= {v};", "max": "{a} = {v} > {a} ? {v} : {a};",
            "min": "{a} = {v} < {a} ? {v} : {a};"}  # fmt: skip
 EXPENSIVE = frozenset("exp log tanh sigmoid erf pow sqrt rsqrt sin cos log1p expm1 div".split())
+PARALLEL = "#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)"
+WIDE_ROWS, WIDE_RLEN = 8, 1 << 15  # fewer, longer rows: threads share each row's sweeps
 MAX_CACHED_ROW = 8192  # floats of row buffer per cached subexpression (on the thread's stack)
 
 
@@ -53,8 +57,8 @@ def passes(kernel: FusedKernel) -> list[list[int]]:
     return groups
 
 
-def varies(e: Expr) -> bool:
-    return any(n.op == "var" and n.attr in ("idx", "r") for n in walk(e))
+def varies(e: Expr, along: tuple[str, ...] = ("idx", "r", "rb", "rr")) -> bool:
+    return any(n.op == "var" and n.attr in along for n in walk(e))
 
 
 class Hoister:
@@ -83,13 +87,13 @@ class Hoister:
         return out
 
 
-def _combine(j: int, kind: str, v: str, at: str) -> list[str]:
+def _combine(j: int, kind: str, v: str, at: str, acc: str = "") -> list[str]:
     if kind.startswith("arg"):
         op = ">" if kind == "argmax" else "<"
         b, r = f"b{j}{at}", f"r{j}{at}"
         return [f"const bool better{j} = {v} {op} {b} || ({v} != {v} && {b} == {b});",
                 f"{b} = better{j} ? {v} : {b};", f"{r} = better{j} ? r : {r};"]  # fmt: skip
-    return [COMBINE[kind].format(a=f"r{j}{at}", v=v)]
+    return [COMBINE[kind].format(a=acc or f"r{j}{at}", v=v)]
 
 
 def _shared(values: list[Expr], stores: list[Expr]) -> list[Expr]:
@@ -126,8 +130,18 @@ class RowKernel:
                 [Store(s.arg, split(s.value), s.space) for s in kernel.stores], kernel.kind,
             )  # fmt: skip
         self.kernel, self.strided = kernel, kernel.inner > 1
+        self.wide = not self.strided and kernel.rows < WIDE_ROWS and kernel.rlen >= WIDE_RLEN
         exprs = [red.value for red in kernel.reductions] + [s.value for s in kernel.stores]
-        self.ix = index_type(kernel, {"idx": kernel.numel, "k": kernel.rows}, exprs)
+        sub = 0 if self.strided else split_length(exprs, "r")
+        self.sub = sub if MIN_ROW <= sub < kernel.rlen else 0
+        if self.sub:  # r = rb * sub + rr: what varies with rb only is computed once per rb
+            split = lambda e: split_index(e, self.sub, ("r", "rb", "rr"))  # noqa: E731
+            kernel.reductions = [Reduction(red.kind, split(red.value)) for red in kernel.reductions]
+            kernel.stores = [Store(s.arg, split(s.value), s.space) for s in kernel.stores]
+        exprs = [red.value for red in kernel.reductions] + [s.value for s in kernel.stores]
+        limits = {"idx": kernel.numel, "k": kernel.rows, "r": kernel.rlen, "rb": kernel.rlen,
+                  "rr": kernel.rlen}  # fmt: skip
+        self.ix = index_type(kernel, limits, exprs)
         self.dynamic = dynamic_outputs(kernel.stores, arg_reduction_vars(kernel))
         self.at = "[ii]" if self.strided else ""
         self.syntax, self.hoist = CppSyntax(), Hoister()
@@ -139,24 +153,59 @@ class RowKernel:
         return Printer(self.syntax, dict(self.names), prefix=prefix)
 
     def declare(self, lines: list[str], **values: str) -> list[str]:
-        """`lines` preceded by the index variables they use."""
-        used = [f"const {self.ix} {name} = {v};" for name, v in values.items()
-                if any(uses(line, name) for line in lines)]  # fmt: skip
-        return used + lines
+        """`lines` preceded by the index variables they use (later ones may use earlier ones)."""
+        decls: list[str] = []
+        for name, value in reversed(values.items()):
+            if any(uses(line, name) for line in lines + decls):
+                decls.insert(0, f"const {self.ix} {name} = {value};")
+        return decls + lines
 
     def ii_loop(self, lines: list[str], simd: bool = True) -> list[str]:
         head = f"for ({self.ix} ii = 0; ii < w; ++ii)"
         return loop(head, self.declare(lines, k="k0 + ii"), "#pragma omp simd" if simd else None)
 
-    def r_loop(self, lines: list[str], pragma: str | None) -> list[str]:
-        k = self.kernel
-        head = f"for ({self.ix} r = 0; r < {k.rlen}; ++r)"
+    def r_loop(self, lines: list[str], clauses: list[str] | None, pre: list[str]) -> list[str]:
+        """A sweep over r; `clauses`: its reduction clauses, None when it cannot be simd (an
+        argmax). Wide kernels (few long rows) share each sweep among the threads."""
+        k, ix = self.kernel, self.ix
+        simd = None if clauses is None else " ".join(["#pragma omp simd", *clauses])
+        shared = None
+        if self.wide and clauses is not None:
+            shared = " ".join([PARALLEL, *clauses])
+        if self.sub:
+            inner = loop(f"for ({ix} rr = 0; rr < {self.sub}; ++rr)",
+                         self.declare(lines, r=f"rb * {self.sub} + rr", idx="base + r"), simd)  # fmt: skip
+            return loop(f"for ({ix} rb = 0; rb < {k.rlen // self.sub}; ++rb)", pre + inner, shared)
         if not self.strided:
-            return loop(head, self.declare(lines, idx="base + r"), pragma)
-        inner = loop(f"for ({self.ix} ii = 0; ii < w; ++ii)",
-                     self.declare(lines, k="k0 + ii", idx="base + ii"), pragma)  # fmt: skip
-        return loop(head, [f"const {self.ix} base = o * {k.rlen * k.inner} + r * {k.inner} + i0;",
-                           *inner])  # fmt: skip
+            pragma = shared.replace(" for ", " for simd ") if shared else simd
+            return loop(f"for ({ix} r = 0; r < {k.rlen}; ++r)",
+                        self.declare(lines, idx="base + r"), pragma)  # fmt: skip
+        inner = loop(f"for ({ix} ii = 0; ii < w; ++ii)",
+                     self.declare(lines, k="k0 + ii", idx="base + ii"), "#pragma omp simd")  # fmt: skip
+        return loop(
+            f"for ({ix} r = 0; r < {k.rlen}; ++r)",
+            [f"const {ix} base = o * {k.rlen * k.inner} + r * {k.inner} + i0;", *inner],
+        )
+
+    def sub_hoist(self, exprs: list[Expr], prefix: str) -> tuple[list[Expr], list[str]]:
+        """Subexpressions that vary with rb only, replaced by values computed once per rb."""
+        if not self.sub:
+            return exprs, []
+        table: dict[Expr, Expr] = {}
+
+        def visit(e: Expr) -> Expr:
+            if e.op in ("const", "var"):
+                return e
+            if not varies(e, ("idx", "r", "rr")):
+                return table.setdefault(e, var(f"{prefix}{len(table)}"))
+            return e if e.op == "load" else Expr(e.op, tuple(visit(a) for a in e.args), e.attr)
+
+        out = [visit(e) for e in exprs]
+        printer, lines = self.printer(prefix + "_"), []
+        for e, v in table.items():
+            self.names[v.attr] = printer.value(e)
+            lines += printer.take()
+        return out, lines
 
     def emit_hoisted(self) -> None:
         ready = self.hoist.ready(set(self.names))
@@ -175,13 +224,22 @@ class RowKernel:
 
     def sweep(self, p: int, members: list[int], values: list[Expr], cached: list[Expr]) -> None:
         size = f"[{MAX_WIDTH}]" if self.strided else ""
+        both, pre = self.sub_hoist(values + cached, f"s{p}")
+        values, cached = both[: len(values)], both[len(values) :]
         printer, lines, clauses, decls, starts = self.printer(f"p{p}_"), [], [], [], []
+        after: list[str] = []
         for j, value in zip(members, values, strict=True):
             kind = self.kernel.reductions[j].kind
             spelled = printer.value(value)
-            lines += printer.take() + _combine(j, kind, spelled, self.at)
+            long_sum = kind == "sum" and not self.strided and self.kernel.rlen >= WIDE_RLEN
+            acc = f"r{j}d" if long_sum else ""  # long sums accumulate in double
+            lines += printer.take() + _combine(j, kind, spelled, self.at, acc)
             if kind.startswith("arg"):
                 accs = [("float", f"b{j}", INIT[kind[3:]]), ("int64_t", f"r{j}", "0")]
+            elif long_sum:
+                accs = [("double", acc, "0.0")]
+                clauses.append(f"reduction(+:{acc})")
+                after.append(f"const float r{j} = static_cast<float>({acc});")
             else:
                 accs = [("float", f"r{j}", INIT[kind])]
                 clauses.append(f"reduction({CLAUSE[kind]}:r{j})")
@@ -192,18 +250,16 @@ class RowKernel:
             value = printer.value(e)
             lines += printer.take() + [f"c{i}[r] = {value};"]
         self.body += decls + (self.ii_loop(starts, False) if self.strided else starts)
-        if self.strided or len(clauses) == len(members):
-            pragma = "#pragma omp simd" + ("" if self.strided else " " + " ".join(clauses))
-        else:
-            pragma = None  # argmax/argmin: no simd reduction clause for (value, index) pairs
-        self.body += self.r_loop(lines, pragma)
+        # argmax/argmin: no reduction clause for (value, index) pairs, so no simd sweep
+        self.body += self.r_loop(lines, clauses if len(clauses) == len(members) else None, pre)
+        self.body += after
         self.names.update({f"r{j}": f"r{j}{self.at}" for j in members})
 
     def source(self) -> str:
         k, hoist = self.kernel, self.hoist
         groups = passes(k)
         fulls = [s for s in k.stores if s.space == "full"]
-        can_cache = fulls and not self.strided and k.rlen <= MAX_CACHED_ROW
+        can_cache = fulls and not (self.strided or self.wide) and k.rlen <= MAX_CACHED_ROW
         cached: list[Expr] = []
         for p, members in enumerate(groups):
             values = [hoist(k.reductions[j].value) for j in members]
@@ -225,13 +281,15 @@ class RowKernel:
         elif rows:
             self.body += print_stores(self.row, rows, "k", self.dynamic)
         if fulls:
+            values, pre = self.sub_hoist([s.value for s in fulls], "sf")
+            fulls = [Store(s.arg, v, s.space) for s, v in zip(fulls, values, strict=True)]
             lines = print_stores(self.printer("f"), fulls, "idx", self.dynamic)
-            self.body += self.r_loop(lines, "#pragma omp simd")
+            self.body += self.r_loop(lines, [], pre)
         return self.wrap()
 
     def wrap(self) -> str:
         k, ix = self.kernel, self.ix
-        pragma = "#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)"
+        pragma = None if self.wide else PARALLEL
         params = ["threads", "WIDTH"] if self.strided else ["threads"]
         head = [
             signature(k, self.dynamic, params) + " {",
@@ -246,7 +304,7 @@ class RowKernel:
         chunk = [f"const {ix} i0 = c * W, w = std::min<{ix}>(W, {k.inner} - i0);",
                  f"const {ix} k0 = o * {k.inner} + i0;", *self.body]  # fmt: skip
         outer = loop(f"for ({ix} c = 0; c < chunks; ++c)", chunk)
-        pragma = pragma.replace("for ", "for collapse(2) ")
+        pragma = PARALLEL.replace("for ", "for collapse(2) ")
         return "\n".join([*head, *indent(loop(f"for ({ix} o = 0; o < {k.outer}; ++o)", outer,
                                               pragma)), "}"])  # fmt: skip
 

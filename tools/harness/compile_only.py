@@ -14,7 +14,13 @@ from tools.task import TaskSource
 
 
 def compile_only(
-    task_path, kernel_path, dsl: str, target: str, sets: dict, timeout_s: float
+    task_path,
+    kernel_path,
+    dsl: str,
+    target: str,
+    sets: dict,
+    timeout_s: float,
+    policy: str = "strict",
 ) -> dict:
     """Static checks, then the adapter's compile check in a sandboxed worker. Returns a report."""
     try:
@@ -23,7 +29,9 @@ def compile_only(
         raise UsageError(str(exc.args[0])) from exc
     task = TaskSource.read(task_path, sets)
     kernel = Path(kernel_path)
-    config = EvalConfig(dsl=dsl, device="cpu", seeds=1, sets=sets, timeout_s=timeout_s)
+    config = EvalConfig(
+        dsl=dsl, device="cpu", seeds=1, sets=sets, timeout_s=timeout_s, policy=policy
+    )
     static = run_static_checks(_read_kernel(kernel), adapter, config)
     if static is not None:
         return {"ok": False, "target": target, "stage": static.check, "message": static.message()}
