@@ -211,3 +211,40 @@ def test_examples_are_classified(tmp_path, example, kinds):
     task = TaskSource.read(EXAMPLES / example / "task.py")
     analysis = analyze_task(task, "cpu", cache=EvalCache(tmp_path))
     assert [s["kind"] for s in analysis["stages"]] == kinds
+
+
+SPLIT = {
+    "frobenius": ("x / torch.norm(x, p='fro')", "torch.randn(6, 16)", ""),
+    "softmax_of_few_rows": ("torch.softmax(x, dim=-1) + x.sum(dim=-1, keepdim=True)",
+                            "torch.randn(2, 40)", ""),
+    "gemm_split_k": ("torch.relu(x @ y) + 1", "torch.randn(8, 96), torch.randn(96, 4)", ""),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(SPLIT))
+def test_split_reductions_and_split_k_verify(tmp_path, monkeypatch, name):
+    """Few rows or tiles: chunks across programs, combined with atomics, then the epilogue."""
+    from tools.builtin.triton_backend import TritonBackend
+
+    monkeypatch.setattr(TritonBackend, "split_rows", lambda self, kernel: True)
+    monkeypatch.setattr(TritonBackend, "split_k", lambda self, kernel: 3)
+    monkeypatch.setattr(TritonBackend, "default", _small_blocks(TritonBackend.default))
+    forward, inputs, params = SPLIT[name]
+    task = task_file(tmp_path, forward, inputs, params=params)
+    kernel = generate(task, tmp_path)
+    assert "tl.atomic_" in kernel.read_text()
+    verdict = verify(task, kernel, tmp_path)
+    assert verdict.passed, verdict.message
+
+
+def _small_blocks(default):
+    """Blocks smaller than the rows and K, so several programs share one row or tile."""
+
+    def smaller(self, kernel):
+        config = dict(default(self, kernel))
+        for key in ("BLOCK_R", "BLOCK_K"):
+            if key in config:
+                config[key] = 16 if key == "BLOCK_K" and "BLOCK_M" in config else 8
+        return config
+
+    return smaller

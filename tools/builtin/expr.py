@@ -191,3 +191,17 @@ def broadcast_strides(shape: list[int], strides: list[int], to: list[int]) -> li
         else:
             raise ValueError(f"cannot broadcast {shape} to {to}")
     return out
+
+
+def substitute(e: Expr, names: dict[str, Expr], loads_full: bool = False) -> Expr:
+    """`e` with variables replaced (in load offsets too); `loads_full` makes every load a
+    full-space one (for a flat kernel that has no per-row mask)."""
+    if e.op == "var":
+        return names.get(e.attr, e)
+    if e.op == "load":
+        load = e.attr
+        space = "full" if loads_full else load.space
+        return Expr("load", attr=Load(load.tensor, substitute(load.offset, names), space))
+    if not e.args:
+        return e
+    return Expr(e.op, tuple(substitute(a, names, loads_full) for a in e.args), e.attr)

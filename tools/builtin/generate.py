@@ -13,6 +13,7 @@ from tools.builtin.cpp_backend import CppBackend
 from tools.builtin.errors import Unsupported
 from tools.builtin.module import render
 from tools.builtin.program import Program, build_program
+from tools.builtin.split import split_program
 from tools.builtin.triton_backend import TritonBackend
 
 PRECISION_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
@@ -34,6 +35,10 @@ class Generator:
             raise Unsupported(f"the {dsl} DSL", f"the builtin writes {known}")
         self.backend = BACKENDS[dsl](device, precision)
         self.program: Program = build_program(analysis, policy, PRECISION_DTYPES.get(precision))
+        if hasattr(self.backend, "split_rows"):
+            self.program = split_program(
+                self.program, self.backend.split_k, self.backend.split_rows
+            )
         self.analysis = analysis
 
     def default_config(self) -> dict[str, dict[str, Any]]:

@@ -58,6 +58,27 @@ class FusedKernel:
 
 
 @dataclass
+class PartialReduction:
+    """One reduction of a FusedKernel split across programs: each program reduces a chunk of
+    one row and combines it into `target` (a scratch input) with an atomic."""
+
+    name: str
+    rows: int
+    rlen: int
+    inner: int
+    reduce: str  # sum | max | min
+    value: Expr
+    target: str
+    inputs: list[str]
+    outputs: list[str] = field(default_factory=list)
+    kind: str = "split reduction"
+
+    @property
+    def numel(self) -> int:
+        return self.rows * self.rlen
+
+
+@dataclass
 class Operand:
     arg: str
     strides: tuple[int, int, int]  # (batch, rows, cols) in elements; batch 0 when shared
@@ -76,6 +97,7 @@ class GemmKernel:
     outputs: list[str]
     stores: list[Store] = field(default_factory=list)
     kind: str = "gemm"
+    split_k: int = 1  # > 1: programs share K and add into inputs[-1] (fp32 scratch); no stores
 
     @property
     def flops(self) -> int:

@@ -17,7 +17,7 @@ from typing import Any
 from state.sketch import Plan, Sketch, Stage, Tunable
 from tools.builtin.errors import Unsupported
 from tools.builtin.generate import Generator
-from tools.builtin.kernels import FusedKernel, GemmKernel
+from tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction
 from tools.builtin.module import read_config
 
 Config = dict[str, dict[str, Any]]
@@ -160,7 +160,10 @@ def _distance(value: Any, current: Any) -> float:
         return 0.0
 
 
-def _describe(k: FusedKernel | GemmKernel) -> str:
+def _describe(k) -> str:
+    if isinstance(k, PartialReduction):
+        return (f"{k.name}: {k.reduce} over {k.rows} row(s) of {k.rlen}, chunks spread over "
+                f"programs and combined with atomics")  # fmt: skip
     if isinstance(k, GemmKernel):
         batch = f"{k.batch} x " if k.batch > 1 else ""
         return f"{k.name}: GEMM {batch}[{k.m}x{k.k}] @ [{k.k}x{k.n}] with a fused epilogue"
@@ -171,7 +174,9 @@ def _describe(k: FusedKernel | GemmKernel) -> str:
             f"reductions {kinds}; pointwise prologue/epilogue fused")  # fmt: skip
 
 
-def _axes(k: FusedKernel | GemmKernel) -> str:
+def _axes(k) -> str:
+    if isinstance(k, PartialReduction):
+        return f"{k.name}: row chunks, rows"
     if isinstance(k, GemmKernel):
         return f"{k.name}: batch, M tiles, N tiles"
     return (
@@ -179,13 +184,17 @@ def _axes(k: FusedKernel | GemmKernel) -> str:
     )
 
 
-def _grid(k: FusedKernel | GemmKernel) -> str:
+def _grid(k) -> str:
+    if isinstance(k, PartialReduction):
+        return "(cdiv(rlen, BLOCK_R), rows)"
     if isinstance(k, GemmKernel):
         return "(cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N) grouped by GROUP_M, batch)"
     return "cdiv(numel, BLOCK)" if k.is_pointwise() else "cdiv(rows, BLOCK_K)"
 
 
-def _pseudo(k: FusedKernel | GemmKernel) -> str:
+def _pseudo(k) -> str:
+    if isinstance(k, PartialReduction):
+        return f"{k.name}: atomic_{k.reduce}(scratch[row], {k.reduce}(chunk))"
     if isinstance(k, GemmKernel):
         return f"{k.name}: acc = sum_k A[m,k] B[k,n] (fp32); out = epilogue(acc)"
     if k.is_pointwise():

@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from tools.builtin import triton_emit
-from tools.builtin.kernels import FusedKernel, GemmKernel
+from tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction
 
+SMS = 132  # streaming multiprocessors of an H100 SXM: "too few programs" is relative to this
 MAX_PERSISTENT_R = 32768  # longer rows are reduced in a loop (one read per pass)
 INTERPRETER_BLOCK = 1 << 16
 
@@ -34,7 +35,23 @@ class TritonBackend:
 
     # ------------------------------------------------------------ configs
 
-    def default(self, kernel: FusedKernel | GemmKernel) -> dict[str, Any]:
+    # ------------------------------------------------------------ splitting (tools/builtin/split.py)
+
+    def split_rows(self, kernel: FusedKernel) -> bool:
+        return self.gpu and kernel.rows < 2 * SMS and kernel.rlen >= 32768
+
+    def split_k(self, kernel: GemmKernel) -> int:
+        if not self.gpu:
+            return 1
+        tiles = -(-kernel.m // 128) * -(-kernel.n // 128) * kernel.batch
+        if tiles >= SMS or kernel.k < 8192:
+            return 1
+        return max(1, min(-(-2 * SMS // tiles), kernel.k // 2048))
+
+    def default(self, kernel) -> dict[str, Any]:
+        if isinstance(kernel, PartialReduction):
+            return {"BLOCK_R": 4096 if self.gpu else min(next_pow2(kernel.rlen), INTERPRETER_BLOCK),
+                    "num_warps": 8 if self.gpu else 1}  # fmt: skip
         if isinstance(kernel, GemmKernel):
             return self._gemm_default(kernel)
         if kernel.is_pointwise():
@@ -68,6 +85,8 @@ class TritonBackend:
         """Values the refine edge may try, per parameter (empty under the interpreter)."""
         if not self.gpu:
             return {}
+        if isinstance(kernel, PartialReduction):
+            return {"BLOCK_R": [2048, 4096, 8192], "num_warps": [4, 8, 16]}
         if isinstance(kernel, GemmKernel):
             return {"BLOCK_M": [64, 128], "BLOCK_N": [64, 128, 256], "BLOCK_K": [32, 64],
                     "num_warps": [4, 8], "num_stages": [3, 4, 5]}  # fmt: skip
@@ -83,7 +102,9 @@ class TritonBackend:
 
     # ------------------------------------------------------------ source
 
-    def kernel_source(self, kernel: FusedKernel | GemmKernel, config: dict[str, Any]) -> str:
+    def kernel_source(self, kernel, config: dict[str, Any]) -> str:
+        if isinstance(kernel, PartialReduction):
+            return triton_emit.partial_source(kernel, self.gpu)
         if isinstance(kernel, GemmKernel):
             input_precision = {"fp32": "ieee", "tf32": "tf32"}.get(self.precision)
             return triton_emit.gemm_source(kernel, self.gpu, input_precision)
@@ -93,10 +114,12 @@ class TritonBackend:
         return triton_emit.row_source(kernel, self.gpu, persistent)
 
     def launch(self, kernel, args: list[str], config: dict[str, Any]) -> list[str]:
-        if isinstance(kernel, GemmKernel):
+        if isinstance(kernel, PartialReduction):
+            grid = f"(triton.cdiv({kernel.rlen}, {config['BLOCK_R']}), {kernel.rows})"
+        elif isinstance(kernel, GemmKernel):
             grid = (
                 f"(triton.cdiv({kernel.m}, {config['BLOCK_M']}) * "
-                f"triton.cdiv({kernel.n}, {config['BLOCK_N']}), {kernel.batch})"
+                f"triton.cdiv({kernel.n}, {config['BLOCK_N']}), {kernel.batch}, {kernel.split_k})"
             )
         elif kernel.is_pointwise():
             grid = f"(triton.cdiv({kernel.numel}, {config['BLOCK']}),)"

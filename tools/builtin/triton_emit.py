@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from tools.builtin.expr import Load
-from tools.builtin.kernels import FusedKernel, GemmKernel
+from tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction
 from tools.builtin.printer import Printer
 
 INT32_LIMIT = 2**31 - 1
@@ -169,6 +169,20 @@ def row_source(kernel: FusedKernel, gpu: bool, persistent: bool) -> str:
     return "\n".join([signature, *_indent(body)])
 
 
+def _k_range(kernel: GemmKernel) -> list[str]:
+    """The K loop: all of K, or this program's share of it under split-K (grid axis 2)."""
+    if kernel.split_k == 1:
+        return [f"k_end = {kernel.k}", "for kk in range(0, tl.cdiv(k_end, BLOCK_K)):"]
+    chunk = -(-kernel.k // kernel.split_k)
+    return [
+        f"k_first = tl.program_id(2) * {chunk}",
+        f"k_end = tl.minimum({kernel.k} - k_first, {chunk})",
+        "a_ptr += k_first * " + str(kernel.a.strides[2]),
+        "b_ptr += k_first * " + str(kernel.b.strides[1]),
+        "for kk in range(0, tl.cdiv(k_end, BLOCK_K)):",
+    ]
+
+
 def _reduce_block(j: int, kind: str, value: str, rlen: int) -> list[str]:
     if kind in ("argmax", "argmin"):
         base = kind[3:]
@@ -212,6 +226,28 @@ def _loop_finish(j: int, kind: str, rlen: int) -> list[str]:
     return [f"r{j} = {REDUCE[kind].format(a=f'acc{j}')}[:, None]"]
 
 
+ATOMIC = {"sum": "tl.atomic_add", "max": "tl.atomic_max", "min": "tl.atomic_min"}
+
+
+def partial_source(kernel: PartialReduction, gpu: bool) -> str:
+    """One chunk of one row per program, combined into the scratch with an atomic."""
+    printer = Printer(TritonSyntax(gpu))
+    k_start = "tl.program_id(1).to(tl.int64)" if kernel.numel > INT32_LIMIT else "tl.program_id(1)"
+    body = [
+        f"k = {k_start}",
+        f"kmask = k < {kernel.rows}",
+        "r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)",
+        f"mask = r < {kernel.rlen}",
+        f"idx = {_full_index(kernel)}",
+    ]
+    value = printer.value(kernel.value)
+    body += printer.take()
+    whole = REDUCE[kernel.reduce].format(a=f"tl.where(mask, {value}, {INIT[kernel.reduce]})")
+    body += [f"part = {whole.replace(', axis=1', ', axis=0')}",
+             f"{ATOMIC[kernel.reduce]}({kernel.target} + k, part)"]  # fmt: skip
+    return "\n".join([_signature(kernel, ["BLOCK_R"]), *_indent(body)])
+
+
 def gemm_source(kernel: GemmKernel, gpu: bool, input_precision: str | None) -> str:
     a, b = kernel.a, kernel.b
     printer = Printer(TritonSyntax(gpu))
@@ -235,8 +271,8 @@ def gemm_source(kernel: GemmKernel, gpu: bool, input_precision: str | None) -> s
         f"b_ptr = {b.arg} + bid * {b.strides[0]} + rk[:, None] * {b.strides[1]}"
         f" + bn[None, :] * {b.strides[2]}",
         "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
-        f"for kk in range(0, tl.cdiv({kernel.k}, BLOCK_K)):",
-        f"    kmask = rk < {kernel.k} - kk * BLOCK_K",
+        *_k_range(kernel),
+        "    kmask = rk < k_end - kk * BLOCK_K",
         "    a = tl.load(a_ptr, mask=kmask[None, :], other=0.0)",
         "    b = tl.load(b_ptr, mask=kmask[:, None], other=0.0)",
         "    acc = tl.dot(a, b, acc"
@@ -248,6 +284,8 @@ def gemm_source(kernel: GemmKernel, gpu: bool, input_precision: str | None) -> s
     ]
     if kernel.batch * kernel.m * kernel.n > INT32_LIMIT:
         body[-2] = body[-2].replace("(bid *", "(bid.to(tl.int64) *")
+    if kernel.split_k > 1:
+        body.append(f"tl.atomic_add({kernel.inputs[-1]} + idx, acc, mask=mask)")
     for store in kernel.stores:
         value = printer.value(store.value)
         body += printer.take() + [f"tl.store({store.arg} + idx, {value}, mask=mask)"]

@@ -1,0 +1,108 @@
+"""Splitting work that has too few rows or tiles to fill a GPU.
+
+A reduction with a handful of rows (x / x.norm() has one) or a GEMM with a handful of output
+tiles and a long K keeps most of the device idle in one program per row or tile. Here such a
+kernel becomes: fp32 scratch, partial kernels that combine chunks into it with atomics, then a
+flat pointwise kernel for the epilogue. Which kernels to split is the backend's call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tools.builtin.expr import Expr, Load, const, substitute, var
+from tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction, Store
+from tools.builtin.program import Program, Step
+
+ATOMIC_KINDS = frozenset({"sum", "max", "min"})
+SCRATCH_INIT = {"sum": "0.0", "max": "float('-inf')", "min": "float('inf')"}
+
+
+def splittable(kernel: FusedKernel) -> bool:
+    return bool(kernel.reductions) and all(r.kind in ATOMIC_KINDS for r in kernel.reductions)
+
+
+def split_program(program: Program, split_k: Callable[[GemmKernel], int],
+                  split_rows: Callable[[FusedKernel], bool]) -> Program:  # fmt: skip
+    steps: list[Step] = []
+    for step in program.steps:
+        kernel = step.kernel
+        if isinstance(kernel, FusedKernel) and splittable(kernel) and split_rows(kernel):
+            steps += _split_reduction(step, kernel)
+        elif isinstance(kernel, GemmKernel) and (parts := split_k(kernel)) > 1:
+            steps += _split_gemm(step, kernel, parts)
+        else:
+            steps.append(step)
+    return Program(steps, program.outputs, program.params, program.n_inputs, program.hybrid_ops)
+
+
+def _row_of(kernel: FusedKernel) -> Expr:
+    """k (the row) of a flat full-space index idx."""
+    idx = var("idx")
+    if kernel.inner == 1:
+        return Expr("idiv", (idx, const(kernel.rlen)))
+    outer = Expr(
+        "imul", (Expr("idiv", (idx, const(kernel.rlen * kernel.inner))), const(kernel.inner))
+    )
+    return Expr("iadd", (outer, Expr("imod", (idx, const(kernel.inner)))))
+
+
+def _split_reduction(step: Step, kernel: FusedKernel) -> list[Step]:
+    scratch = [
+        f"{step.outs[0] if step.outs else kernel.name}_s{j}" for j in range(len(kernel.reductions))
+    ]
+    steps = [
+        Step("scratch", [name], args=SCRATCH_INIT[r.kind], out_shapes=[([kernel.rows], "float32")])
+        for name, r in zip(scratch, kernel.reductions, strict=True)
+    ]
+    local = [f"s{j}" for j in range(len(scratch))]
+    for j, reduction in enumerate(kernel.reductions):
+        earlier = {f"r{i}": _load(local[i], var("k"), "row") for i in range(j)}
+        part = PartialReduction(
+            f"{kernel.name}_part{j}", kernel.rows, kernel.rlen, kernel.inner, reduction.kind,
+            substitute(reduction.value, earlier), local[j], [*kernel.inputs, *local[: j + 1]],
+        )  # fmt: skip
+        steps.append(Step("launch", [], kernel=part, inputs=[*step.inputs, *scratch[: j + 1]]))
+    for space, row in (("full", _row_of(kernel)), ("row", var("idx"))):
+        names = {f"r{j}": _load(local[j], row, "full") for j in range(len(local))} | {"k": row}
+        chosen = [i for i, s in enumerate(kernel.stores) if s.space == space]
+        if not chosen:
+            continue
+        numel = kernel.numel if space == "full" else kernel.rows
+        stores = [Store(f"out{n}", substitute(kernel.stores[i].value, names, True), "full")
+                  for n, i in enumerate(chosen)]  # fmt: skip
+        finish = FusedKernel(f"{kernel.name}_{space}", numel, 1, 1, [*kernel.inputs, *local],
+                             [f"out{n}" for n in range(len(chosen))], [], stores, kernel.kind)  # fmt: skip
+        outs = [step.outs[kernel.outputs.index(kernel.stores[i].arg)] for i in chosen]
+        shapes = [step.out_shapes[kernel.outputs.index(kernel.stores[i].arg)] for i in chosen]
+        steps.append(Step("launch", outs, kernel=finish, inputs=[*step.inputs, *scratch],
+                          out_shapes=shapes))  # fmt: skip
+    return steps
+
+
+def _split_gemm(step: Step, kernel: GemmKernel, parts: int) -> list[Step]:
+    scratch = f"{step.outs[0]}_acc"
+    numel = kernel.batch * kernel.m * kernel.n
+    partial = GemmKernel(
+        f"{kernel.name}_splitk", kernel.batch, kernel.m, kernel.n, kernel.k, kernel.a, kernel.b,
+        [*kernel.inputs, "acc_out"], [], [], kernel.kind, split_k=parts,
+    )  # fmt: skip
+    names = {"acc": _load("acc_in", var("idx"), "full")}
+    stores = [Store(s.arg, substitute(s.value, names, True), "full") for s in kernel.stores]
+    epilogue = FusedKernel(f"{kernel.name}_epilogue", numel, 1, 1, [*kernel.inputs, "acc_in"],
+                           list(kernel.outputs), [], stores, "pointwise")  # fmt: skip
+    return [
+        Step("scratch", [scratch], args="0.0", out_shapes=[([numel], "float32")]),
+        Step("launch", [], kernel=partial, inputs=[*step.inputs, scratch]),
+        Step(
+            "launch",
+            step.outs,
+            kernel=epilogue,
+            inputs=[*step.inputs, scratch],
+            out_shapes=step.out_shapes,
+        ),  # fmt: skip
+    ]
+
+
+def _load(tensor: str, offset: Expr, space: str) -> Expr:
+    return Expr("load", attr=Load(tensor, offset, space))
