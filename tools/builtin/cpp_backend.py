@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from tools.builtin import cpp_emit, cpp_gemm, cpp_rows
+from tools.builtin.errors import Unsupported
 from tools.builtin.kernels import FusedKernel, GemmKernel
 
 HELPERS = r"""#include <algorithm>
@@ -59,7 +60,11 @@ template <class T> static inline void kg_store(void* p, int64_t i, int64_t dt, T
     else if (dt == 2) static_cast<bool*>(p)[i] = v != 0;
     else static_cast<float*>(p)[i] = static_cast<float>(v);
 }
-static inline int kg_threads(int64_t t) { return t > 0 ? static_cast<int>(t) : omp_get_max_threads(); }
+// Threads for a launch: `t` (0: all), never more than the process allows (the harness's limit).
+static inline int kg_threads(int64_t t) {
+    const int most = omp_get_max_threads();
+    return t > 0 && t < most ? static_cast<int>(t) : most;
+}
 """
 
 PRELUDE = f'''import torch
@@ -79,7 +84,8 @@ PARALLEL_MIN = 1 << 15  # elements below which one thread beats starting the tea
 
 
 def _cores() -> int:
-    return max(os.cpu_count() or 1, 1)
+    usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    return max(len(usable) if usable else os.cpu_count() or 1, 1)
 
 
 def _thread_choices() -> list[int]:
@@ -92,6 +98,10 @@ class CppBackend:
     prelude = PRELUDE
 
     def __init__(self, device: str, precision: str) -> None:
+        if precision not in ("fp32", "tf32"):
+            raise Unsupported(
+                f"{precision} C++ kernels", "the C++ backend computes and stores fp32"
+            )
         self.device, self.precision = device, precision
 
     # ------------------------------------------------------------ configs
@@ -110,7 +120,11 @@ class CppBackend:
         threads = 1 if kernel.numel < PARALLEL_MIN else 0  # 0: all cores
         if kernel.is_pointwise() or kernel.inner == 1:
             return {"threads": threads}
-        return {"threads": threads, "WIDTH": min(cpp_emit.MAX_WIDTH, _pow2_at_least(kernel.inner))}
+        # strided rows: chunks of up to 256 contiguous rows, narrower until every core has two
+        width = min(cpp_emit.MAX_WIDTH, _pow2_at_least(kernel.inner))
+        while width > 16 and kernel.outer * -(-kernel.inner // width) < 2 * _cores():
+            width //= 2
+        return {"threads": threads, "WIDTH": width}
 
     def tunables(self, kernel: FusedKernel | GemmKernel) -> dict[str, list[Any]]:
         threads = _thread_choices()

@@ -12,9 +12,16 @@ from __future__ import annotations
 
 from string import Template
 
-from tools.builtin.cpp_emit import CppSyntax, dynamic_outputs, indent, index_type, print_stores
+from tools.builtin.cpp_emit import (
+    CppSyntax,
+    dynamic_outputs,
+    indent,
+    index_type,
+    print_stores,
+    split_index,
+)  # fmt: skip
 from tools.builtin.cpp_emit import signature as c_signature
-from tools.builtin.kernels import GemmKernel
+from tools.builtin.kernels import GemmKernel, Store
 from tools.builtin.printer import Printer
 
 MR, NR = 6, 32  # register tile: 12 zmm accumulators
@@ -90,12 +97,12 @@ $PACK_B
                 }
             }
             for (int64_t i = 0; i < mc; ++i) {
-                const $IX row = (bb * $M + m0 + i) * $N + n0;
+                const $IX k = bb * $M + m0 + i, n0x = n0;  // output row k: idx = k * N + r
                 const float* crow = cbuf.get() + i * BN;
                 #pragma omp simd
-                for (int64_t j = 0; j < nc; ++j) {
+                for ($IX j = 0; j < static_cast<$IX>(nc); ++j) {
                     const float acc = crow[j];
-                    const $IX idx = row + j;
+                    const $IX r = n0x + j, idx = k * $N + r;
 $EPILOGUE
                 }
             }
@@ -123,8 +130,11 @@ PACK_B_COLS = """                    for (int64_t jj = 0; jj < NR; ++jj)
 
 def gemm_source(kernel: GemmKernel) -> str:
     a, b = kernel.a, kernel.b
-    stores = kernel.stores
-    ix = index_type(kernel, {"idx": kernel.batch * kernel.m * kernel.n, "acc": 0},
+    # the epilogue sees idx as (row k, column r): a bias over columns is read at r, not idx % n
+    stores = [Store(s.arg, split_index(s.value, kernel.n), s.space) for s in kernel.stores]
+    limits = {"idx": kernel.batch * kernel.m * kernel.n, "k": kernel.batch * kernel.m,
+              "r": kernel.n, "acc": 0}  # fmt: skip
+    ix = index_type(kernel, limits,
                     [s.value for s in stores])  # fmt: skip
     dynamic = dynamic_outputs(stores)
     epilogue = print_stores(Printer(CppSyntax()), stores, "idx", dynamic)

@@ -231,11 +231,13 @@ class RowKernel:
         for j, value in zip(members, values, strict=True):
             kind = self.kernel.reductions[j].kind
             spelled = printer.value(value)
-            long_sum = kind == "sum" and not self.strided and self.kernel.rlen >= WIDE_RLEN
-            acc = f"r{j}d" if long_sum else ""  # long sums accumulate in double
+            long_sum = kind == "sum" and self.kernel.rlen >= WIDE_RLEN  # summed in double
+            acc = f"r{j}d" if long_sum and not self.strided else ""
             lines += printer.take() + _combine(j, kind, spelled, self.at, acc)
             if kind.startswith("arg"):
                 accs = [("float", f"b{j}", INIT[kind[3:]]), ("int64_t", f"r{j}", "0")]
+            elif long_sum and self.strided:
+                accs = [("double", f"r{j}", "0.0")]
             elif long_sum:
                 accs = [("double", acc, "0.0")]
                 clauses.append(f"reduction(+:{acc})")
