@@ -39,7 +39,7 @@ CLAUSE = {"sum": "+", "prod": "*", "max": "max", "min": "min"}
 COMBINE = {"sum": "{a} += {v};", "prod": "{a} *= {v};", "max": "{a} = {v} > {a} ? {v} : {a};",
            "min": "{a} = {v} < {a} ? {v} : {a};"}  # fmt: skip
 EXPENSIVE = frozenset("exp log tanh sigmoid erf pow sqrt rsqrt sin cos log1p expm1 div".split())
-PARALLEL = "#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)"
+PARALLEL = "#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(guided)"
 WIDE_ROWS, WIDE_RLEN = 8, 1 << 15  # fewer, longer rows: threads share each row's sweeps
 MAX_CACHED_ROW = 8192  # floats of row buffer per cached subexpression (on the thread's stack)
 
@@ -114,6 +114,10 @@ def _shared(values: list[Expr], stores: list[Expr]) -> list[Expr]:
     return found[:2]
 
 
+def _exprs(kernel: FusedKernel) -> list[Expr]:
+    return [red.value for red in kernel.reductions] + [s.value for s in kernel.stores]
+
+
 def _substitute(e: Expr, mapping: dict[Expr, Expr]) -> Expr:
     if e in mapping:
         return mapping[e]
@@ -131,17 +135,15 @@ class RowKernel:
             )  # fmt: skip
         self.kernel, self.strided = kernel, kernel.inner > 1
         self.wide = not self.strided and kernel.rows < WIDE_ROWS and kernel.rlen >= WIDE_RLEN
-        exprs = [red.value for red in kernel.reductions] + [s.value for s in kernel.stores]
-        sub = 0 if self.strided else split_length(exprs, "r")
+        sub = 0 if self.strided else split_length(_exprs(kernel), "r")
         self.sub = sub if MIN_ROW <= sub < kernel.rlen else 0
         if self.sub:  # r = rb * sub + rr: what varies with rb only is computed once per rb
             split = lambda e: split_index(e, self.sub, ("r", "rb", "rr"))  # noqa: E731
             kernel.reductions = [Reduction(red.kind, split(red.value)) for red in kernel.reductions]
             kernel.stores = [Store(s.arg, split(s.value), s.space) for s in kernel.stores]
-        exprs = [red.value for red in kernel.reductions] + [s.value for s in kernel.stores]
         limits = {"idx": kernel.numel, "k": kernel.rows, "r": kernel.rlen, "rb": kernel.rlen,
                   "rr": kernel.rlen}  # fmt: skip
-        self.ix = index_type(kernel, limits, exprs)
+        self.ix = index_type(kernel, limits, _exprs(kernel))
         self.dynamic = dynamic_outputs(kernel.stores, arg_reduction_vars(kernel))
         self.at = "[ii]" if self.strided else ""
         self.syntax, self.hoist = CppSyntax(), Hoister()
@@ -182,10 +184,8 @@ class RowKernel:
                         self.declare(lines, idx="base + r"), pragma)  # fmt: skip
         inner = loop(f"for ({ix} ii = 0; ii < w; ++ii)",
                      self.declare(lines, k="k0 + ii", idx="base + ii"), "#pragma omp simd")  # fmt: skip
-        return loop(
-            f"for ({ix} r = 0; r < {k.rlen}; ++r)",
-            [f"const {ix} base = o * {k.rlen * k.inner} + r * {k.inner} + i0;", *inner],
-        )
+        base = f"const {ix} base = o * {k.rlen * k.inner} + r * {k.inner} + i0;"
+        return loop(f"for ({ix} r = 0; r < {k.rlen}; ++r)", [base, *inner])
 
     def sub_hoist(self, exprs: list[Expr], prefix: str) -> tuple[list[Expr], list[str]]:
         """Subexpressions that vary with rb only, replaced by values computed once per rb."""
