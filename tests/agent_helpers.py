@@ -6,7 +6,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from cli_helpers import kernelgraph
+from cli_helpers import json_line, kernelgraph
 
 CASES = Path(__file__).resolve().parent / "cases"
 TASK = CASES / "tasks" / "scale_add.py"
@@ -67,3 +67,10 @@ class Agent:
             "SELECT node, count(*) FROM llm_calls WHERE run_id = ? GROUP BY node", run_id
         )
         return dict(rows)
+
+
+def summary_of(proc) -> dict:
+    """The run summary a command printed with --json."""
+    data = json_line(proc)
+    assert set(data) >= {"run_id", "status", "stop_reason", "best", "spend"}, data
+    return data

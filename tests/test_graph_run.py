@@ -9,19 +9,13 @@ import shlex
 from pathlib import Path
 
 import pytest
-from agent_helpers import Agent, kernel, write_script
+from agent_helpers import Agent, kernel, summary_of, write_script
 from cli_helpers import ROOT, json_line, kernelgraph
 
 
 @pytest.fixture
 def agent(tmp_path: Path) -> Agent:
     return Agent(tmp_path)
-
-
-def summary_of(proc) -> dict:
-    data = json_line(proc)
-    assert set(data) >= {"run_id", "status", "stop_reason", "best", "spend"}, data
-    return data
 
 
 def history_nodes(agent: Agent, run_id: str) -> list[str]:

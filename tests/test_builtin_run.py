@@ -1,0 +1,86 @@
+"""`kernelgraph run` with the builtin model through the real graph: no LLM, checkpointed,
+resumable, tuning on the refine edge, and an honest stop for what it cannot write."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from agent_helpers import TASK, Agent, summary_of
+from cli_helpers import ROOT, json_line
+
+SOFTMAX = ROOT / "examples" / "softmax" / "task.py"
+SMALL = ["--set", "ROWS=16", "--set", "COLS=64", "--seeds", "1"]
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Agent:
+    return Agent(tmp_path, env={"KERNELGRAPH_MODEL": "", "KERNELGRAPH_BASE_URL": ""})
+
+
+def test_builtin_run_verifies_a_triton_kernel_with_no_llm(agent: Agent) -> None:
+    proc = agent("run", str(SOFTMAX), "--dsl", "triton", "--device", "cpu", *SMALL, "--json")
+    assert proc.returncode == 0, proc.stderr
+    summary = summary_of(proc)
+    assert summary["status"] == "verified" and summary["spend"]["llm_calls"] == 0
+    # under the interpreter there is nothing to tune: one kernel, then a clean stop
+    assert summary["stop_reason"] == "tuned"
+    assert "(interpreter timing)" in proc.stderr
+    history = agent("history", summary["run_id"], "--json")
+    nodes = [row["node"] for row in json_line(history)]
+    for node in ("planner", "sketch_writer", "coder", "compiler", "verifier", "profiler"):
+        assert node in nodes
+    best = Path(summary["best"]["path"]).read_text()
+    assert best.startswith("# kernelgraph-builtin config:") and "@triton.jit" in best
+
+
+def test_builtin_run_stops_for_approval_and_resumes_in_another_process(agent: Agent) -> None:
+    args = ["run", str(SOFTMAX), "--dsl", "triton", "--device", "cpu", *SMALL]
+    waiting = agent(*args, "--approve", "--json")
+    assert waiting.returncode == 3, waiting.stderr
+    summary = summary_of(waiting)
+    assert summary["status"] == "awaiting_approval"
+    done = agent("approve", summary["run_id"], "--json")
+    assert done.returncode == 0, done.stderr
+    assert summary_of(done)["status"] == "verified"
+
+
+def test_builtin_tunes_cpp_on_the_refine_edge(agent: Agent) -> None:
+    """Each refine step tries another config next to the best; no config is tried twice."""
+    proc = agent("run", str(TASK), "--dsl", "cpp", "--device", "cpu", "--seeds", "1",
+                 "--max-iterations", "3", "--sol-target-pct", "1e9", "--json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    run_id = summary_of(proc)["run_id"]
+    heads = [row[0].splitlines()[0] for row in agent.query(
+        "SELECT b.content FROM candidates c JOIN blobs b ON b.sha256 = c.code_sha "
+        "WHERE c.run_id = ?",
+        run_id)]  # fmt: skip
+    assert len(heads) >= 2 and len(set(heads)) == len(heads)
+
+
+def test_an_op_the_builtin_cannot_write_ends_the_run_with_its_name(agent: Agent, tmp_path) -> None:
+    task = tmp_path / "scan.py"
+    task.write_text(
+        textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.cumsum(x, dim=1)
+
+        def get_inputs():
+            return [torch.randn(4, 8)]
+
+        def get_init_inputs():
+            return []
+    """)
+    )
+    proc = agent("run", str(task), "--dsl", "triton", "--device", "cpu", "--json")
+    assert proc.returncode == 1, proc.stderr
+    summary = summary_of(proc)
+    assert summary["status"] == "no_verified_kernel"
+    assert summary["stop_reason"] == "builtin_unsupported"
+    assert "aten.cumsum" in summary["message"] and "--model" in summary["message"]
+    assert "Traceback" not in proc.stderr
