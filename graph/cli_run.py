@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from graph.cli_options import DslOpt, SetOpt, TaskArg, app, default_device, err
+from graph.cli_options import SetOpt, TaskArg, app, default_device, err
 from graph.progress import Progress
 from graph.summary import RunSummary
 from state.config import Limits, ModelConfig, Price, RunConfig
@@ -36,10 +36,16 @@ def _int_or_none(name: str):
     return Annotated[int | None, typer.Option(name, help=f"Limit: {name.lstrip('-')}.")]
 
 
+DEFAULT_DSL = {"cuda": "triton", "cpu": "cpp"}  # what the builtin writes best on each device
+
+
 @app.command()
 def run(
     task: TaskArg,
-    dsl: DslOpt,
+    dsl: Annotated[
+        str | None,
+        typer.Option(help="triton, cpp, cuda or tilelang (default: triton on cuda, cpp on cpu)."),
+    ] = None,
     device: Annotated[
         str | None, typer.Option(help="cpu or cuda (default: cuda if present).")
     ] = None,
@@ -113,6 +119,7 @@ def run(
     from graph import runner
 
     device = device or default_device()
+    dsl = dsl or DEFAULT_DSL.get(device.split(":")[0], "triton")
     name = f"replay:{replay}" if replay else (model or os.environ.get("KERNELGRAPH_MODEL"))
     config = RunConfig(
         task_path=str(task),
