@@ -71,6 +71,7 @@ class ProgramBuilder:
         self.steps: list[Step] = []
         self.hybrid_ops: list[str] = []
         self.bases: dict[str, str] = {}  # view variable -> the tensor it views
+        self.last_rows: tuple[list[int], str, Step] | None = None  # the latest row kernel
         self.readers = self._readers()
         self._leaves()
 
@@ -172,12 +173,36 @@ class ProgramBuilder:
                 self._group(pending, stage["kind"])
                 pending = []
             self._library(i)
+        if pending and stage["kind"] == POINTWISE and self._fuse_into_rows(pending):
+            return
         if pending:
             self._group(pending, stage["kind"])
 
+    def _fuse_into_rows(self, members: list[int]) -> bool:
+        """A pointwise stage right after a row kernel (x / x.norm(dim=1, keepdim=True), an RMS
+        norm written out): one kernel for both when it fits, so the rows are read once."""
+        last = self.last_rows
+        if last is None or last[2] is not self.steps[-1] or not self._reads(members, last[0]):
+            return False
+        combined = [*last[0], *members]
+        try:
+            result = build_group(self.context(), combined, last[2].kernel.name, last[1])
+        except (FusionError, Unsupported):
+            return False
+        self.steps.remove(last[2])
+        self._launch(result, combined, last[1])
+        return True
+
+    def _reads(self, members: list[int], producers: list[int]) -> bool:
+        made = {f"op:{i}" for i in producers}
+        return any(
+            self.chain(ref)[0][0] in made for i in members for ref in _tensor_refs(self.ops[i])
+        )
+
     def _group(self, members: list[int], kind: str) -> None:
         try:
-            self._launch(build_group(self.context(), members, self._name(members), kind))
+            result = build_group(self.context(), members, self._name(members), kind)
+            self._launch(result, members, kind)
         except FusionError:
             if len(members) == 1:
                 raise
@@ -191,7 +216,7 @@ class ProgramBuilder:
     def kernel_steps(self) -> list[Step]:
         return [s for s in self.steps if s.kind == "launch"]
 
-    def _launch(self, result: GroupResult) -> None:
+    def _launch(self, result: GroupResult, members: list[int], kind: str) -> None:
         outs = []
         for (label, slot), shape, dtype in result.outputs:
             var = f"t{label[3:]}_{slot}"
@@ -201,6 +226,8 @@ class ProgramBuilder:
         shapes = [(shape, dtype) for _, shape, dtype in result.outputs]
         self.steps.append(Step("launch", outs, kernel=result.kernel, inputs=inputs,
                                out_shapes=shapes))  # fmt: skip
+        rows = isinstance(result.kernel, FusedKernel) and bool(result.kernel.reductions)
+        self.last_rows = (members, kind, self.steps[-1]) if rows else None
 
     def _library(self, index: int) -> None:
         op = self.ops[index]
