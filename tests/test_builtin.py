@@ -6,10 +6,10 @@ file from the task's analysis and the sandboxed harness must pass it.
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
+from builtin_helpers import task_file
 
 from tools.analysis import analyze_task
 from tools.builtin.errors import Unsupported
@@ -20,35 +20,6 @@ from tools.harness.evaluate import evaluate
 from tools.task import TaskSource
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-
-
-def task_file(folder: Path, forward: str, inputs: str, init: str = "", params: str = "") -> Path:
-    """A task whose forward returns `forward` (an expression of x, y, self...)."""
-    source = f"""
-        import torch
-        import torch.nn as nn
-        import torch.nn.functional as F
-
-
-        class Model(nn.Module):
-            def __init__(self):
-                super().__init__()
-                {params or "pass"}
-
-            def forward(self, x, y=None):
-                return {forward}
-
-
-        def get_inputs():
-            return [{inputs}]
-
-
-        def get_init_inputs():
-            return [{init}]
-    """
-    path = folder / "task.py"
-    path.write_text(textwrap.dedent(source))
-    return path
 
 
 def generate(task: Path, tmp_path: Path, policy: str = "strict", config=None) -> Path:

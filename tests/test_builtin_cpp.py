@@ -8,10 +8,10 @@ the task's analysis and the sandboxed harness must pass it.
 from __future__ import annotations
 
 import re
-import textwrap
 from pathlib import Path
 
 import pytest
+from builtin_helpers import task_file
 
 from tools.analysis import analyze_task
 from tools.builtin.generate import Generator
@@ -19,35 +19,6 @@ from tools.harness.cache import EvalCache
 from tools.harness.config import EvalConfig
 from tools.harness.evaluate import evaluate
 from tools.task import TaskSource
-
-
-def task_file(folder: Path, forward: str, inputs: str, params: str = "") -> Path:
-    """A task whose forward returns `forward` (an expression of x, y, self...)."""
-    source = f"""
-        import torch
-        import torch.nn as nn
-        import torch.nn.functional as F
-
-
-        class Model(nn.Module):
-            def __init__(self):
-                super().__init__()
-                {params or "pass"}
-
-            def forward(self, x, y=None):
-                return {forward}
-
-
-        def get_inputs():
-            return [{inputs}]
-
-
-        def get_init_inputs():
-            return []
-    """
-    path = folder / "task.py"
-    path.write_text(textwrap.dedent(source))
-    return path
 
 
 def generator(task: Path, tmp_path: Path) -> Generator:
@@ -111,7 +82,7 @@ CASES = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_generated_cpp_kernels_verify(tmp_path, name):
     forward, inputs, params, fragment = CASES[name]
-    task = task_file(tmp_path, forward, inputs, params)
+    task = task_file(tmp_path, forward, inputs, params=params)
     kernel = tmp_path / "kernel.py"
     kernel.write_text(generator(task, tmp_path).code())
     text = kernel.read_text()
@@ -129,7 +100,7 @@ def _c_sources(code: str) -> list[str]:
 def test_tuning_values_are_run_time_arguments(tmp_path):
     """Trying another config must not change the C++ source (no rebuild), only the launch."""
     forward, inputs, params, _ = CASES["gemm_bias_relu"]
-    task = task_file(tmp_path, forward[:-1] + ", torch.mean(y, dim=1))", inputs, params)
+    task = task_file(tmp_path, forward[:-1] + ", torch.mean(y, dim=1))", inputs, params=params)
     gen = generator(task, tmp_path)
     default = gen.default_config()
     other = {name: {key: values[0] for key, values in gen.tunables()[name].items()}

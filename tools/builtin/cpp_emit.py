@@ -15,7 +15,7 @@ import re
 
 from tools.builtin.expr import Expr, Load, const, var, walk
 from tools.builtin.kernels import FusedKernel, Store
-from tools.builtin.printer import Printer
+from tools.builtin.printer import Printer, operator_or_call
 
 MAX_WIDTH = 256  # longest chunk of strided rows a row kernel keeps accumulators for
 INT32_LIMIT = 2**31 - 1
@@ -35,10 +35,8 @@ class CppSyntax:
     index_symbols = {"idiv": "/", "imod": "%", "imul": "*", "iadd": "+"}
 
     def primitive(self, op: str, a: list[str]) -> str:
-        if op in _BINARY:
-            return f"({a[0]} {_BINARY[op]} {a[1]})"
-        if op in _CALLS:
-            return f"{_CALLS[op]}({', '.join(a)})"
+        if (text := operator_or_call(op, a, _BINARY, _CALLS)) is not None:
+            return text
         x = a[0]
         return {
             "neg": f"(-{x})",

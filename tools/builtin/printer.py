@@ -25,6 +25,16 @@ class Syntax(Protocol):
     index_symbols: dict[str, str]  # idiv imod imul iadd
 
 
+def operator_or_call(op: str, args: list[str], binary: dict, calls: dict) -> str | None:
+    """`(a OP b)` for an infix operator, `f(a, ...)` for a function, None for neither: the part
+    of spelling a primitive that every C-like DSL shares."""
+    if op in binary:
+        return f"({args[0]} {binary[op]} {args[1]})"
+    if op in calls:
+        return f"{calls[op]}({', '.join(args)})"
+    return None
+
+
 @dataclass
 class Printer:
     syntax: Syntax

@@ -11,7 +11,7 @@ import math
 
 from tools.builtin.expr import Load
 from tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction
-from tools.builtin.printer import Printer
+from tools.builtin.printer import Printer, operator_or_call
 
 INT32_LIMIT = 2**31 - 1
 INIT = {"sum": "0.0", "prod": "1.0", "max": '-float("inf")', "min": 'float("inf")'}
@@ -40,10 +40,8 @@ class TritonSyntax:
         self.gpu = gpu
 
     def primitive(self, op: str, a: list[str]) -> str:
-        if op in _BINARY:
-            return f"({a[0]} {_BINARY[op]} {a[1]})"
-        if op in _CALLS:
-            return f"{_CALLS[op]}({', '.join(a)})"
+        if (text := operator_or_call(op, a, _BINARY, _CALLS)) is not None:
+            return text
         x = a[0]
         if op == "pow":
             return f"tl.exp({a[1]} * tl.log({x}))"
