@@ -83,12 +83,20 @@ def _small_row_blocks(generator):
     return config
 
 
-@pytest.mark.parametrize("config", [None, _small_row_blocks], ids=["persistent", "looped"])
-def test_softmax_family_verifies(tmp_path, config):
-    task = task_file(tmp_path, SOFTMAX, X3)
+@pytest.mark.parametrize(
+    "config, inputs",
+    [(None, X3), (_small_row_blocks, X3), (_small_row_blocks, "torch.randn(3, 5, 7) * 30 - 200")],
+    ids=["persistent", "looped", "looped_far_negative"],
+)
+def test_softmax_family_verifies(tmp_path, config, inputs):
+    """Looped rows take the max and the sum in one online pass; rows far below zero check that
+    an empty lane's rescale (exp of a huge number) never reaches the sum."""
+    task = task_file(tmp_path, SOFTMAX, inputs)
     kernel = generate(task, tmp_path, config=config)
     if config is not None:
-        assert "for start in range" in kernel.read_text()
+        source = kernel.read_text()
+        assert "for start in range" in source
+        assert source.count("new0 = tl.maximum") == 3  # one online pass per kernel
     verdict = verify(task, kernel, tmp_path)
     assert verdict.passed, verdict.message
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from tools.builtin.expr import Expr, loads
+from tools.builtin.expr import Expr, loads, walk
 
 
 @dataclass
@@ -55,6 +55,26 @@ class FusedKernel:
 
     def full_loads(self):
         return [ld for s in self.stores for ld in loads(s.value) if ld.space == "full"]
+
+    def online_pairs(self) -> dict[int, tuple[int, Expr]]:
+        """Reductions that can share one pass with an earlier max (online softmax): for each
+        max index i whose value E is also the E of a later `sum(exp(E - S(r_i)))` j, where S
+        depends on r_i alone, map i -> (j, S). Such a sum rescales by exp(S(old) - S(new))
+        whenever the running max grows, so a loop reads the row once for both."""
+        pairs: dict[int, tuple[int, Expr]] = {}
+        for j, sum_ in enumerate(self.reductions):
+            value = sum_.value
+            if sum_.kind != "sum" or value.op != "exp" or value.args[0].op != "sub":
+                continue
+            e, shift = value.args[0].args
+            used = {n.attr for n in walk(shift) if n.op == "var"}
+            for i, max_ in enumerate(self.reductions[:j]):
+                if i in pairs or max_.kind != "max" or max_.value != e:
+                    continue
+                if used == {f"r{i}"} and not loads(shift):
+                    pairs[i] = (j, shift)
+                    break
+        return pairs
 
 
 @dataclass

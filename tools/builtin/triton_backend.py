@@ -13,12 +13,20 @@ from tools.builtin import triton_emit
 from tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction
 
 SMS = 132  # streaming multiprocessors of an H100 SXM: "too few programs" is relative to this
-MAX_PERSISTENT_R = 32768  # longer rows are reduced in a loop (one read per pass)
+MAX_PERSISTENT_R = 32768  # longer rows loop: softmax's max and sum online, in one pass
 INTERPRETER_BLOCK = 1 << 16
+STRIDED_TILE = 16384  # elements of a strided persistent tile (BLOCK_K x BLOCK_R), H100 sweep
 
 
 def next_pow2(n: int) -> int:
     return 1 << max(int(n) - 1, 0).bit_length()
+
+
+def _strided_persistent(kernel: FusedKernel) -> bool:
+    """Strided rows are held whole when the kernel would otherwise read them more than once
+    (several reductions, or full-space stores) and a tile of 16 of them fits."""
+    passes = len(kernel.reductions) + any(s.space == "full" for s in kernel.stores)
+    return passes > 1 and next_pow2(kernel.rlen) * 16 <= STRIDED_TILE
 
 
 def _warps(elements: int) -> int:
@@ -63,9 +71,13 @@ class TritonBackend:
             block_k = max(1, min(next_pow2(kernel.rows), INTERPRETER_BLOCK // block_r))
             return {"BLOCK_K": block_k, "BLOCK_R": block_r, "num_warps": 1}
         if kernel.inner > 1:  # rows are strided: tile along the contiguous inner axis
+            if _strided_persistent(kernel):
+                block_r = next_pow2(kernel.rlen)
+                block_k = max(16, min(64, STRIDED_TILE // block_r))
+                return {"BLOCK_K": min(block_k, next_pow2(kernel.rows)), "BLOCK_R": block_r,
+                        "num_warps": 8}  # fmt: skip
             block_k = min(next_pow2(kernel.rows), 64)
-            block_r = min(next_pow2(kernel.rlen), 32)
-            return {"BLOCK_K": block_k, "BLOCK_R": block_r, "num_warps": 4}
+            return {"BLOCK_K": block_k, "BLOCK_R": min(next_pow2(kernel.rlen), 8), "num_warps": 8}
         if kernel.rlen > MAX_PERSISTENT_R:
             return {"BLOCK_K": 1, "BLOCK_R": 4096, "num_warps": 8}
         block_r = next_pow2(kernel.rlen)
@@ -92,8 +104,12 @@ class TritonBackend:
                     "num_warps": [4, 8], "num_stages": [3, 4, 5]}  # fmt: skip
         if kernel.is_pointwise():
             return {"BLOCK": [512, 1024, 2048, 4096], "num_warps": [2, 4, 8]}
+        if kernel.inner > 1 and _strided_persistent(kernel):
+            block_r = next_pow2(kernel.rlen)
+            ks = [k for k in (16, 32, 64, 128) if k * block_r <= 2 * STRIDED_TILE]
+            return {"BLOCK_K": ks, "num_warps": [4, 8, 16]}
         if kernel.inner > 1:
-            return {"BLOCK_K": [32, 64, 128], "BLOCK_R": [8, 16, 32, 64], "num_warps": [2, 4, 8]}
+            return {"BLOCK_K": [32, 64, 128], "BLOCK_R": [8, 16, 32, 64], "num_warps": [4, 8]}
         if kernel.rlen > MAX_PERSISTENT_R:
             return {"BLOCK_R": [2048, 4096, 8192], "num_warps": [4, 8, 16]}
         block_r = next_pow2(kernel.rlen)

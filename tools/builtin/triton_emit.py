@@ -135,6 +135,8 @@ def row_source(kernel: FusedKernel, gpu: bool, persistent: bool) -> str:
     if persistent:
         body += [line.format(start="") for line in window]
     shared = Printer(syntax, dict(names), prefix="a")  # one scope: loads are shared
+    online = {} if persistent else kernel.online_pairs()
+    folded = {j for j, _ in online.values()}
     for j, reduction in enumerate(kernel.reductions):
         printer = shared if persistent else Printer(syntax, dict(names), prefix=f"a{j}_")
         if persistent:
@@ -142,10 +144,17 @@ def row_source(kernel: FusedKernel, gpu: bool, persistent: bool) -> str:
             body += printer.take()
             body += _reduce_block(j, reduction.kind, value, kernel.rlen)
             continue
-        body += _loop_init(j, reduction.kind)
+        if j in folded:  # computed in its max's pass
+            continue
         loop = [line.format(start="start + ") for line in window]
         value = printer.value(reduction.value)
-        loop += printer.take() + _loop_combine(j, reduction.kind, value)
+        loop += printer.take()
+        if j in online:
+            sum_j, shift = online[j]
+            body += _online_loop(j, sum_j, value, shift, syntax, loop, kernel.rlen)
+            continue
+        body += _loop_init(j, reduction.kind)
+        loop += _loop_combine(j, reduction.kind, value)
         body += [f"for start in range(0, {kernel.rlen}, BLOCK_R):", *_indent(loop)]
         body += _loop_finish(j, reduction.kind, kernel.rlen)
     rows = Printer(syntax, dict(names), prefix="w")
@@ -190,6 +199,45 @@ def _reduce_block(j: int, kind: str, value: str, rlen: int) -> list[str]:
             f"r{j} = tl.min(tl.where(mask & (v{j} == m{j}), r, {rlen}), axis=1)[:, None]",
         ]
     return [f"r{j} = {REDUCE[kind].format(a=f'tl.where(mask, {value}, {INIT[kind]})')}[:, None]"]
+
+
+def _online_loop(
+    i: int, j: int, value: str, shift, syntax, loop: list[str], rlen: int
+) -> list[str]:
+    """One pass for r_i = max(E) and r_j = sum(exp(E - S(r_i))): per-lane running max and
+    sum, the sum rescaled by exp(S(old) - S(new)) as the max grows (a zero sum stays zero, so
+    an empty lane never multiplies 0 by an overflowed factor)."""
+
+    def shift_of(name: str, prefix: str) -> tuple[str, list[str]]:
+        printer = Printer(syntax, {f"r{i}": name}, prefix=prefix)
+        text = printer.value(shift)
+        return text, printer.take()
+
+    def rescaled(old: str, new: str, prefix: str) -> tuple[str, list[str]]:
+        s_old, lines_old = shift_of(old, f"{prefix}o")
+        s_new, lines_new = shift_of(new, f"{prefix}n")
+        text = f"tl.where(acc{j} == 0.0, 0.0, acc{j} * tl.exp({s_old} - {s_new}))"
+        return text, lines_old + lines_new
+
+    kept, kept_lines = rescaled(f"acc{i}", f"new{i}", f"s{i}_")
+    s_new = shift_of(f"new{i}", f"s{i}_n")[0]
+    loop = [
+        *loop,
+        f"new{i} = tl.maximum(acc{i}, tl.where(mask, {value}, {INIT['max']}))",
+        *kept_lines,
+        f"acc{j} = {kept} + tl.where(mask, tl.exp({value} - {s_new}), 0.0)",
+        f"acc{i} = new{i}",
+    ]
+    total, total_lines = rescaled(f"acc{i}", f"r{i}", f"t{i}_")
+    return [
+        f"acc{i} = tl.full([BLOCK_K, BLOCK_R], {INIT['max']}, tl.float32)",
+        f"acc{j} = tl.zeros([BLOCK_K, BLOCK_R], tl.float32)",
+        f"for start in range(0, {rlen}, BLOCK_R):",
+        *_indent(loop),
+        f"r{i} = tl.max(acc{i}, axis=1)[:, None]",
+        *total_lines,
+        f"r{j} = tl.sum({total}, axis=1)[:, None]",
+    ]
 
 
 def _loop_init(j: int, kind: str) -> list[str]:
