@@ -20,9 +20,10 @@ HELPERS = r"""#include <algorithm>
 #include <vector>
 #include <omp.h>
 
-// exp(x) with plain float arithmetic (vectorises): 2^k * poly(r), relative error ~1e-7.
+// exp(x) with plain float arithmetic (vectorises): 2^k * poly(r), relative error ~1e-7. 2^k is
+// applied as two halves so that k from -150 (subnormal results) to 128 stays representable.
 static inline float kg_exp(float x) {
-    const float c = std::min(std::max(x, -87.3f), 88.3f);  // vminps/vmaxps; NaN stays NaN
+    const float c = std::min(std::max(x, -104.0f), 88.7228317f);  // NaN stays NaN
     const float k = (c * 1.44269504f + 12582912.0f) - 12582912.0f;
     const float r = (c - k * 0.693359375f) + k * 2.12194440e-4f;
     float p = 1.0f / 5040.0f;
@@ -33,15 +34,58 @@ static inline float kg_exp(float x) {
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    float e = p * __builtin_bit_cast(float, (static_cast<int32_t>(k) + 127) << 23);
-    e = x > 88.72f ? INFINITY : e;
-    return x < -87.3f ? 0.0f : e;
+    const int32_t ki = static_cast<int32_t>(k), half = ki >> 1;
+    float e = p * __builtin_bit_cast(float, (half + 127) << 23);
+    e *= __builtin_bit_cast(float, (ki - half + 127) << 23);
+    e = x > 88.7228317f ? INFINITY : e;
+    return x < -104.0f ? 0.0f : e;
 }
 static inline float kg_sigmoid(float x) { return 1.0f / (1.0f + kg_exp(-x)); }
 static inline float kg_tanh(float x) {
     const float e = kg_exp(-2.0f * std::fabs(x));
     const float t = (1.0f - e) / (1.0f + e);
     return x < 0.0f ? -t : t;
+}
+// log(x) with plain float arithmetic (vectorises): x = m 2^e, m in [sqrt(1/2), sqrt(2)), and
+// log(m) from Cephes' logf polynomial; subnormals are scaled up first. About 1 ulp. Both arms
+// of every select are computed first: a conditional float op would keep a branch in the loop.
+static inline float kg_log(float x) {
+    const bool tiny = x < 1.17549435e-38f;
+    const float scaled = x * 8388608.0f;
+    const int32_t bits = __builtin_bit_cast(int32_t, tiny ? scaled : x);
+    const float m0 = __builtin_bit_cast(float, (bits & 0x007fffff) | 0x3f000000);  // [0.5, 1)
+    const bool low = m0 < 0.707106781f;
+    const float doubled = m0 + m0 - 1.0f, m = low ? doubled : m0 - 1.0f;
+    const float fe = static_cast<float>(((bits >> 23) & 0xff) - 126) - (tiny ? 23.0f : 0.0f)
+                     - (low ? 1.0f : 0.0f);  // float selects: mixed-width ones stop vectorising
+    const float z = m * m;
+    float p = 7.0376836292e-2f;
+    p = p * m - 1.1514610310e-1f;
+    p = p * m + 1.1676998740e-1f;
+    p = p * m - 1.2420140846e-1f;
+    p = p * m + 1.4249322787e-1f;
+    p = p * m - 1.6668057665e-1f;
+    p = p * m + 2.0000714765e-1f;
+    p = p * m - 2.4999993993e-1f;
+    p = p * m + 3.3333331174e-1f;
+    float y = (m + (p * m * z - 2.12194440e-4f * fe - 0.5f * z)) + 0.693359375f * fe;
+    y += x - x;  // NaN in, NaN out (as arithmetic: a NaN test here stops vectorising log(exp))
+    y = x == INFINITY ? INFINITY : y;
+    y = x == 0.0f ? -INFINITY : y;
+    return x < 0.0f ? NAN : y;
+}
+// log1p(x) = log(u) * x / (u - 1), u = 1 + x: the quotient cancels u's rounding (Goldberg).
+static inline float kg_log1p(float x) {
+    const float u = 1.0f + x, d = u - 1.0f, y = kg_log(u) * (x / d);  // no branch: vectorises
+    return d == 0.0f ? x : u == INFINITY ? INFINITY : y;
+}
+// expm1(x) = (u - 1) * x / log(u), u = exp(x): the same correction near 0 (Kahan).
+static inline float kg_expm1(float x) {
+    const float u = kg_exp(x), d = u - 1.0f;
+    float y = d * (x / kg_log(u));
+    y = u == 1.0f ? x : y;
+    y = d == -1.0f ? -1.0f : y;
+    return u == INFINITY ? INFINITY : y;
 }
 // Abramowitz & Stegun 7.1.26: absolute error below 1.5e-7.
 static inline float kg_erf(float x) {
@@ -73,7 +117,8 @@ import torch.nn as nn
 from tools.dsl.cpp import build_library
 
 _HELPERS = r"""{HELPERS}"""
-_FLAGS = ("-fno-math-errno",)  # lets sqrt, floor, round... vectorise; results are unchanged
+# Let sqrt, floor, round and the selects around float ops vectorise; results are unchanged.
+_FLAGS = ("-fno-math-errno", "-fno-trapping-math")
 
 
 def _dtype_code(t):

@@ -3,9 +3,9 @@ pointwise kernels (row kernels: tools/builtin/cpp_rows.py; GEMM: tools/builtin/c
 
 Each kernel is one `extern "C"` function over fp32 arguments; sizes are baked in, tuning values
 (threads, tile sizes) are run-time int64 arguments so trying a config is not a rebuild. Inner
-loops are plain counted loops under `omp simd`; exp/sigmoid/tanh/erf call polynomial helpers
-(HELPERS in tools/builtin/cpp_backend.py) because std::exp does not vectorise without
--ffast-math. Index arithmetic is int32 where every offset fits (vectorisable division).
+loops are plain counted loops under `omp simd`; exp/log/log1p/expm1/sigmoid/tanh/erf call
+polynomial helpers (HELPERS in tools/builtin/cpp_backend.py) because libm's do not vectorise
+without -ffast-math. Index arithmetic is int32 where every offset fits (vectorisable division).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ BOOL_OPS = frozenset("lt le gt ge eq ne and or not isnan to_bool".split())
 _BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=", "gt": ">",
            "ge": ">=", "eq": "==", "ne": "!=", "and": "&&", "or": "||"}  # fmt: skip
 _CALLS = {"exp": "kg_exp", "sigmoid": "kg_sigmoid", "tanh": "kg_tanh", "erf": "kg_erf",
-          "log": "std::log", "sqrt": "std::sqrt", "abs": "std::fabs", "floor": "std::floor",
+          "log": "kg_log", "sqrt": "std::sqrt", "abs": "std::fabs", "floor": "std::floor",
           "ceil": "std::ceil", "round": "std::nearbyint", "trunc": "std::trunc", "sin": "std::sin",
-          "cos": "std::cos", "log1p": "std::log1p", "expm1": "std::expm1", "fmod": "std::fmod",
+          "cos": "std::cos", "log1p": "kg_log1p", "expm1": "kg_expm1", "fmod": "std::fmod",
           "pow": "std::pow"}  # fmt: skip
 
 
