@@ -41,6 +41,7 @@ COMBINE = {"sum": "{a} += {v};", "prod": "{a} *= {v};", "max": "{a} = {v} > {a} 
 EXPENSIVE = frozenset("exp log tanh sigmoid erf pow sqrt rsqrt sin cos log1p expm1 div".split())
 PARALLEL = "#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(guided)"
 WIDE_ROWS, WIDE_RLEN = 8, 1 << 15  # fewer, longer rows: threads share each row's sweeps
+DOUBLE_SUM_RLEN = 1024  # longer sums accumulate in double: fp32 drifts past 1e-4 at 8192
 MAX_CACHED_ROW = 8192  # floats of row buffer per cached subexpression (on the thread's stack)
 
 
@@ -231,7 +232,7 @@ class RowKernel:
         for j, value in zip(members, values, strict=True):
             kind = self.kernel.reductions[j].kind
             spelled = printer.value(value)
-            long_sum = kind == "sum" and self.kernel.rlen >= WIDE_RLEN  # summed in double
+            long_sum = kind == "sum" and self.kernel.rlen >= DOUBLE_SUM_RLEN
             acc = f"r{j}d" if long_sum and not self.strided else ""
             lines += printer.take() + _combine(j, kind, spelled, self.at, acc)
             if kind.startswith("arg"):
