@@ -84,6 +84,7 @@ class Timing:
     stable: bool | None = None
     iterations: int | None = None
     timer: str | None = None  # "cuda_events" or "wall_clock" or "interpreter (not meaningful)"
+    baseline_cached: bool = False  # eager/compile times come from the task's reference store
 
 
 @dataclass
@@ -143,3 +144,8 @@ class TaskError(Exception):
 
 class UsageError(Exception):
     """Bad command-line usage or harness configuration: exit code 2."""
+
+
+class HarnessError(Exception):
+    """The machine failed us, not the task or the candidate: a worker that could not start, or
+    was killed from outside (the system's OOM killer), even after a retry. Resumable."""
