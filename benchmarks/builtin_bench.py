@@ -15,7 +15,14 @@ defaults to runs.db next to --out, so resumed invocations share it (`kernelgraph
 --out in a folder that persists between commands (e.g. /tmp/kg/builtin.jsonl) and copy it to
 $OUT at the end of each. `--bandwidth` only measures and records the bandwidth. `--set` goes
 to every task (use it with --only). A suite is `DIR/*.py` and `DIR/*/task.py`, so that
-`--suite examples` works too.
+`--suite examples` works too; `--suite` may be given several times (KernelBench's level1 and
+level2 folders: names become `level1/23_Softmax`).
+
+For KernelBench at its real sizes (issue 11's measure), each record also lists every evaluation
+of the run (its wall time, peak host and device memory, whether the task's reference came from
+the reference store) and whether the harness evaluated the problem at all; `--fallback-policy
+hybrid` runs again under that policy a problem the builtin cannot write under `strict`, and
+`--pairs FILE` lists each verified kernel with its problem for benchmarks/kernelbench_agreement.py.
 """
 
 from __future__ import annotations
@@ -40,10 +47,14 @@ from _common import REPO, emit
 TIMING_KEYS = {"kernel_ms": "kernel_ms", "eager_ms": "eager_ms", "compile_ms": "torch_compile_ms"}
 
 
-def discover(suite: Path, only: str | None) -> list[tuple[str, Path]]:
-    """(name, path) of every task: `DIR/NAME.py` and `DIR/NAME/task.py`, sorted by name."""
-    found = [(p.stem, p) for p in suite.glob("*.py") if not p.name.startswith("_")]
-    found += [(p.parent.name, p) for p in suite.glob("*/task.py")]
+def discover(suites: list[Path], only: str | None) -> list[tuple[str, Path]]:
+    """(name, path) of every task: `DIR/NAME.py` and `DIR/NAME/task.py`, sorted by name; with
+    several suites a name is `SUITE/NAME`."""
+    found = []
+    for suite in suites:
+        prefix = f"{suite.name}/" if len(suites) > 1 else ""
+        found += [(prefix + p.stem, p) for p in suite.glob("*.py") if not p.name.startswith("_")]
+        found += [(prefix + p.parent.name, p) for p in suite.glob("*/task.py")]
     globs = only.split(",") if only else ["*"]
     return sorted((n, p) for n, p in found if any(fnmatch.fnmatch(n, g) for g in globs))
 
@@ -60,7 +71,7 @@ def interleave(tasks: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
 
 
 def category(name: str) -> str:
-    return name.split("_", 1)[0]
+    return name.split("/", 1)[0] if "/" in name else name.split("_", 1)[0]
 
 
 def policy_for(name: str) -> str:
@@ -141,18 +152,29 @@ def last_json(text: str) -> dict[str, Any] | None:
 
 
 def run_task(name: str, path: Path, ns: argparse.Namespace, db: Path) -> dict[str, Any]:
-    policy = policy_for(name)
+    record = run_once(name, path, ns, db, policy_for(name))
+    unsupported = record.get("stop_reason") == "builtin_unsupported"
+    if unsupported and ns.fallback_policy and ns.fallback_policy != record["policy"]:
+        first = {k: record.get(k) for k in ("policy", "status", "stop_reason", "message")}
+        record = run_once(name, path, ns, db, ns.fallback_policy)
+        record["first_try"] = first
+    record["harness"] = harness_summary(record.get("evaluations") or [], record)
+    return record
+
+
+def run_once(name: str, path: Path, ns: argparse.Namespace, db: Path, policy: str) -> dict:
     args = ["run", str(path.resolve()), "--dsl", ns.dsl, "--device", ns.device]
     args += ["--model", ns.model, "--policy", policy, "--json", "--quiet", "--db", str(db)]
     args += ["--max-iterations", str(ns.max_configs)]
     args += ["--timeout", str(ns.timeout)] if ns.timeout else []
+    args += [] if ns.baseline_compile else ["--no-baseline-compile"]
     for item in ns.set or []:
         args += ["--set", item]
     start = time.monotonic()
     code, out, errs = cli(args, ns.task_timeout)
     record: dict[str, Any] = {
         "kind": "task", "task": name, "category": category(name), "policy": policy,
-        "dsl": ns.dsl, "device": ns.device, "exit_code": code,
+        "dsl": ns.dsl, "device": ns.device, "exit_code": code, "path": str(path),
         "wall_s": round(time.monotonic() - start, 1),
     }  # fmt: skip
     summary = last_json(out) or {}
@@ -164,11 +186,13 @@ def run_task(name: str, path: Path, ns: argparse.Namespace, db: Path) -> dict[st
         speedup_vs_eager=best.get("speedup_vs_eager"),
         speedup_vs_compile=best.get("speedup_vs_compile"),
         sol_pct=best.get("sol_pct"),
+        best_path=best.get("path"),
     )
     shown = None
     if record["run_id"]:
         show_code, show_out, _ = cli(["show", record["run_id"], "--json", "--db", str(db)], 120)
         shown = last_json(show_out) if show_code == 0 else None
+        record["evaluations"] = evaluations(db, record["run_id"])
     verdict = (shown or {}).get("verdict") or {}
     timing = verdict.get("timing") or {}
     passed = verdict.get("status") == "passed"
@@ -179,6 +203,61 @@ def run_task(name: str, path: Path, ns: argparse.Namespace, db: Path) -> dict[st
         text = summary.get("message") or verdict.get("message") or errs.strip()[-1500:]
         record["message"] = text
     return record
+
+
+def evaluations(db: Path, run_id: str) -> list[dict[str, Any]]:
+    """Per evaluation of the run: status, wall time, peak memory, reference store use."""
+    from state.store import open_store
+
+    rows = []
+    with open_store(db) as store:
+        for row in store.evaluations_for_run(run_id):
+            verdict = row.get("verdict") or {}
+            phases = verdict.get("phases_s") or {}
+            memory = verdict.get("memory") or {}
+            rows.append(
+                {
+                    "status": verdict.get("status"),
+                    "cached_verdict": bool(verdict.get("cached")),
+                    "reference": verdict.get("reference") or {},
+                    "wall_s": round(sum(phases.get(k, 0.0) for k in WORKERS), 2),
+                    "phases_s": {k: phases[k] for k in WORKERS if k in phases},
+                    "peak_host_gib": gib(
+                        max((memory.get("peak_host_bytes") or {}).values(), default=None)
+                    ),  # fmt: skip
+                    "peak_device_gib": gib(
+                        max(
+                            (v for v in (memory.get("peak_device_bytes") or {}).values() if v),
+                            default=None,
+                        )
+                    ),  # fmt: skip
+                }
+            )
+    return rows
+
+
+WORKERS = ("prepare", "candidate", "judge")
+
+
+def gib(value: float | None) -> float | None:
+    return None if value is None else round(value / 2**30, 2)
+
+
+def harness_summary(evals: list[dict[str, Any]], record: dict[str, Any]) -> dict[str, Any]:
+    """Did the harness evaluate this problem, and if not, why (the builtin, or the harness)."""
+    ran = [e for e in evals if not e["cached_verdict"]]
+    reason = None
+    if not ran:
+        reason = record.get("stop_reason") or record.get("status")
+    return {
+        "evaluated": bool(ran),
+        "reason": reason,
+        "harness_failure": record.get("stop_reason") in ("harness_error", "task_error")
+        or record.get("status") == "timeout",
+        "candidate_wall_s": [e["wall_s"] for e in ran],
+        "peak_host_gib": max((e["peak_host_gib"] or 0 for e in ran), default=None),
+        "peak_device_gib": max((e["peak_device_gib"] or 0 for e in ran), default=None),
+    }
 
 
 def run_suite(ns: argparse.Namespace) -> None:
@@ -204,6 +283,10 @@ def run_suite(ns: argparse.Namespace) -> None:
         record = run_task(name, path, ns, db)
         with lock:
             emit(record, out)
+            if ns.pairs and has_verified_kernel(record) and record.get("best_path"):
+                pair = {"problem": record["path"], "kernel": record["best_path"], "ours": True}
+                with ns.pairs.open("a") as f:
+                    f.write(json.dumps({"task": name, "dsl": ns.dsl, **pair}) + "\n")
 
     # Tasks overlap their CPU-side work; profiling still takes the device's exclusive timing
     # slot (tools/device_slot.py), so timings are not disturbed by the other jobs.
@@ -278,7 +361,13 @@ def report(path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", type=Path, default=REPO / "benchmarks" / "builtin_suite")
+    parser.add_argument("--suite", type=Path, action="append", help="Folder of tasks; repeatable.")
+    parser.add_argument("--fallback-policy", help="Policy for a second try of unsupported tasks.")
+    parser.add_argument("--pairs", type=Path, help="Append verified (problem, kernel) pairs here.")
+    parser.add_argument(
+        "--baseline-compile", action=argparse.BooleanOptionalAction, default=True,
+        help="Also time torch.compile (default on).",
+    )  # fmt: skip
     parser.add_argument(
         "--only", help="Globs over task names, comma-separated: 'softmax_*,norm_*'."
     )
@@ -301,6 +390,7 @@ def main() -> None:
         return
     if ns.out is None:
         parser.error("--out FILE is required (or --report FILE)")
+    ns.suite = ns.suite or [REPO / "benchmarks" / "builtin_suite"]
     if ns.device is None:
         import torch
 

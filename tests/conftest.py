@@ -68,7 +68,8 @@ def case_path(kind: str, name: str | Path) -> Path:
 
 @pytest.fixture(scope="session")
 def run_case(tmp_path_factory: pytest.TempPathFactory):
-    """evaluate(task, kernel) with a fresh verdict cache: it always runs.
+    """evaluate(task, kernel) with a fresh verdict cache: it always runs (the task's reference
+    store is shared by the session, as it is by the runs on a machine).
 
     Defaults suit this 2-core box: C++ on the CPU, two seeds, no timing. Keyword arguments
     override EvalConfig fields.
@@ -84,7 +85,6 @@ def run_case(tmp_path_factory: pytest.TempPathFactory):
             case_path("kernels", kernel),
             EvalConfig(**settings),
             cache=EvalCache(tmp_path_factory.mktemp("evals")),
-            use_cache=False,
         )
 
     return run

@@ -1,4 +1,5 @@
-"""What lies in the evaluation's work directory while the untrusted candidate runs."""
+"""What lies in the evaluation's work directory and the reference store's readable folder while
+the untrusted candidate runs."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from tools.harness import evaluate as evaluate_module
 from tools.harness.cache import EvalCache
 from tools.harness.config import EvalConfig
+from tools.harness.refstore import ReferenceStore
 
 
 def readable_text(root: Path) -> dict[str, str]:
@@ -28,6 +30,7 @@ def test_no_file_holds_the_task_source_while_the_candidate_runs(cases, tmp_path,
     def spying_go(self, pending, message):
         if pending.role == "candidate":  # alive since the start; about to read its inputs
             seen.update(readable_text(self.dir))
+            seen.update(readable_text(ReferenceStore().inputs_root))
         return go(self, pending, message)
 
     monkeypatch.setattr(evaluate_module.Evaluation, "go", spying_go)
@@ -36,5 +39,5 @@ def test_no_file_holds_the_task_source_while_the_candidate_runs(cases, tmp_path,
         task, cases / "kernels" / "cpp_scale_add.py", config, EvalCache(tmp_path)
     )
     assert verdict.passed, verdict.message
-    assert any(name.startswith("prepare/inputs_") for name in seen)  # the inputs are there
+    assert any(Path(name).name.startswith("inputs_") for name in seen)  # the inputs are there
     assert [name for name, text in seen.items() if marker in text] == []

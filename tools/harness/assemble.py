@@ -183,10 +183,14 @@ def _judge_checks(judge, fail, checks) -> None:
     if judge is None or not judge.result:
         return
     seen_failure = {"seed": False, "timing": False}
-    for entry in judge.result.get("comparisons", []):
+    comparisons = judge.result.get("comparisons", [])
+    wrong_everywhere = any(e["kind"] == "seed" and not e["passed"] for e in comparisons)
+    for entry in comparisons:
         kind = entry["kind"]
         if entry["passed"] or seen_failure[kind]:
             continue
+        if kind == "timing" and wrong_everywhere:
+            continue  # plainly incorrect: the post-timing check exists to catch replayed results
         seen_failure[kind] = True
         name = JUDGE_CHECKS["seed"].get(entry.get("check"), CheckName.CORRECTNESS)
         message = f"seed {entry['seed']}: {entry['message']}"
@@ -297,6 +301,7 @@ def _fill_timing(verdict: Verdict, config: EvalConfig, meta: dict, report: dict,
         stable=claimed["stable"],
         iterations=claimed["iterations"],
         timer=claimed["timer"],
+        baseline_cached=bool(result.get("baseline_cached")),
     )
     if timing.eager_ms:
         timing.speedup_vs_eager = timing.eager_ms / timing.kernel_ms

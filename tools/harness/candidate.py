@@ -19,6 +19,7 @@ from tools.harness import guards
 from tools.harness import reference as ref
 from tools.harness.config import PRECISIONS
 from tools.harness.exchange import as_output_list, load_values, read_message, save_values
+from tools.harness.memory import device_peak_bytes, release
 from tools.harness.stopwatch import watch
 from tools.harness.timing import time_loop
 from tools.harness.verdict import (
@@ -73,16 +74,17 @@ def _run(spec: dict, checks: list[Check], report: dict) -> None:
         verified = _verify(spec, model, adapter, counter, recorder, checks, report)
     if verified and spec.get("profile"):
         with watch.stage("profile"):
-            _profile(spec, model, adapter, counter, device, precision, in_dir, out_dir, report)
+            _profile(spec, model, adapter, counter, device, out_dir, report)
+    report["peak_device_bytes"] = device_peak_bytes(device)
 
 
 def _verify(spec, model, adapter, counter, recorder, checks, report) -> bool:
-    """Run every seed under the guards and write the outputs. False when the outputs are unusable."""
-    precision = PRECISIONS[spec["precision"]]
-    device, in_dir, out_dir = spec["device"], Path(spec["inputs_dir"]), Path(spec["out_dir"])
+    """Run every seed under the guards and write the outputs, one seed alive at a time.
+    False when the outputs are unusable."""
+    device, out_dir = spec["device"], Path(spec["out_dir"])
     for seed in spec["seeds"]:
-        inputs = ref.device_inputs(load_values(in_dir / f"inputs_{seed}.pt"), device, precision)
-        before = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        inputs = _inputs(spec, seed)
+        before = guards.input_prints(inputs)
         launches_before = counter.count
 
         def forward(inputs=inputs):
@@ -99,6 +101,7 @@ def _verify(spec, model, adapter, counter, recorder, checks, report) -> bool:
             return False
         if snapshot is not None:
             _side_stream_check(checks, snapshot, outputs, seed)
+        del snapshot
         report["aliasing"] = report.get("aliasing", []) + [
             [seed, o, i] for o, i in guards.aliasing(outputs, inputs)
         ]
@@ -107,8 +110,16 @@ def _verify(spec, model, adapter, counter, recorder, checks, report) -> bool:
         ]
         save_values(outputs, out_dir / f"outputs_{seed}.pt")
         report["outputs"][str(seed)] = f"outputs_{seed}.pt"
+        del inputs, outputs
+        release(device)
     report["ops"] = dict(recorder.ops)
     return True
+
+
+def _inputs(spec: dict, seed: int) -> list[Any]:
+    """One seed's inputs on the device; the file is mapped, not copied, on the host."""
+    host = load_values(Path(spec["inputs_dir"]) / f"inputs_{seed}.pt")
+    return ref.device_inputs(host, spec["device"], PRECISIONS[spec["precision"]])
 
 
 def _load(adapter, spec: dict, init_inputs: list, precision) -> torch.nn.Module:
@@ -117,9 +128,8 @@ def _load(adapter, spec: dict, init_inputs: list, precision) -> torch.nn.Module:
     if model_class is None:
         raise CandidateFailure(COMPILE_ERROR, "compile", "the kernel file defines no ModelNew")
     model = ref.build_model(model_class, init_inputs, spec["device"], precision, spec["training"])
-    state = Path(spec["inputs_dir"]) / "state.pt"
-    if state.exists():
-        share_reference_state(model, dict(load_values(state)))
+    if spec.get("share_weights"):  # opt-in; KernelBench's protocol shares nothing
+        share_reference_state(model, dict(load_values(Path(spec["inputs_dir"]) / "state.pt")))
     return model
 
 
@@ -164,11 +174,9 @@ def _side_stream_check(checks: list[Check], snapshot, outputs, seed: int) -> Non
             return
 
 
-def _profile(spec, model, adapter, counter, device, precision, in_dir, out_dir, report) -> None:
-    pool = [
-        ref.device_inputs(load_values(in_dir / f"inputs_{s}.pt"), device, precision)
-        for s in ref.TIMING_SEEDS
-    ]
+def _profile(spec, model, adapter, counter, device, out_dir, report) -> None:
+    pool_seeds = spec["pool_seeds"]
+    pool = [_inputs(spec, s) for s in pool_seeds]
     live = [x.clone() if isinstance(x, torch.Tensor) else x for x in pool[0]]
 
     def call():
@@ -189,7 +197,7 @@ def _profile(spec, model, adapter, counter, device, precision, in_dir, out_dir, 
     if guards.plain_tensor_problem(last_outputs) is None:
         save_values(last_outputs, out_dir / "outputs_timing.pt")
         report["timing_output"] = "outputs_timing.pt"
-        report["timing_output_seed"] = ref.TIMING_SEEDS[(timing.iterations - 1) % len(pool)]
+        report["timing_output_seed"] = pool_seeds[(timing.iterations - 1) % len(pool)]
 
 
 class _Clock:

@@ -41,7 +41,7 @@ def compile_only(
         prep_dir = ev.dir / "prepare"
         prep = ev.worker(
             "prepare",
-            {"seeds": [seed], "out_dir": str(prep_dir), "validate": False},
+            {"seeds": [seed], "inputs_dir": str(prep_dir), "validate": False},
             private=ev.base_spec(),
         )
         _prepare_meta(prep, task)

@@ -50,7 +50,9 @@ class EvalConfig:
     timeout_s: float = 300.0
     max_host_gb: float | None = None  # per worker; None = a fraction of the machine's memory
     threads: int = 0  # CPU threads for candidate and eager alike; 0 = all cores
-    share_weights: bool = False  # load the reference's state_dict into ModelNew (not KernelBench's protocol)
+    share_weights: bool = (
+        False  # load the reference's state_dict into ModelNew (not KernelBench's protocol)
+    )
 
     @property
     def precision_spec(self) -> Precision:

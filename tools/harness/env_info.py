@@ -15,6 +15,8 @@ import subprocess
 
 import torch
 
+from tools.harness.machine import cpu_model
+
 # The only environment variables recorded: each one changes timings or numerics.
 ENV_VARS = ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
 
@@ -28,32 +30,6 @@ SMI_FIELDS = {
     "clocks.max.mem": "mem_clock_max_mhz",
 }
 SMI_TIMEOUT_S = 3.0
-
-
-@functools.lru_cache(maxsize=1)
-def cpu_model() -> str:
-    """The CPU's marketing name (x86), or implementer/part codes where Linux gives no name (Arm)."""
-    fields: dict[str, str] = {}
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, sep, value = line.partition(":")
-                if not sep:
-                    if fields:  # the first processor's block is enough
-                        break
-                    continue
-                fields.setdefault(key.strip().lower(), value.strip())
-    except OSError:
-        pass
-    for key in ("model name", "hardware", "cpu model"):
-        if fields.get(key):
-            return fields[key]
-    if "cpu part" in fields:
-        return (
-            f"{platform.machine()} implementer {fields.get('cpu implementer', '?')} "
-            f"part {fields['cpu part']}"
-        )
-    return platform.processor() or platform.machine() or "unknown"
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,21 +1,21 @@
-"""The parent side of an evaluation: static checks, then three sandboxed workers.
+"""The parent side of an evaluation: static checks, the task's reference, three sandboxed workers.
 
-prepare (reference: validate the task, write inputs) -> candidate (untrusted: run, guard, time)
--> judge (after the candidate's process group is dead: recompute reference outputs, compare,
-time the baselines). No candidate code ever runs in this process. Standard library only.
+prepare (the reference: validate the task, write inputs and reference outputs into the reference
+store, once per task and machine) -> candidate (untrusted: run, guard, time; the store's
+reference outputs are hidden from it and its inputs read-only) -> judge (after the candidate's
+process group is dead: compare with the reference's outputs, time the baselines the store lacks).
+No candidate code ever runs in this process. Standard library only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import hashlib
 import json
 import os
-import select
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,9 +26,14 @@ from tools.harness.cache import EvalCache, shared_build_env
 from tools.harness.config import EvalConfig, cache_key
 from tools.harness.exchange import read_json, work_root, write_json
 from tools.harness.extra_shapes import check_extra_shapes
+from tools.harness.fifo_clock import FifoClock
+from tools.harness.infra import ATTEMPTS, InfraFailure, check_worker, give_up_message
+from tools.harness.memory import host_limit_bytes
+from tools.harness.reference import pool_seeds, reference_seeds, verification_seeds
+from tools.harness.refstore import RefEntry, ReferenceStore, ephemeral_entry, store_key
 from tools.harness.sandbox import Limits, ProcessResult, Sandboxed, isolation, scrubbed_env
 from tools.harness.static_gate import run_static_checks
-from tools.harness.verdict import TaskError, UsageError, Verdict
+from tools.harness.verdict import HarnessError, TaskError, UsageError, Verdict
 from tools.task import TaskSource
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +51,7 @@ class PendingWorker:
     role: str
     home: Path
     process: Sandboxed
-    fifo: _FifoClock | None
+    fifo: FifoClock | None
     started: float
 
 
@@ -58,6 +63,8 @@ class Evaluation:
         self.dir = Path(tempfile.mkdtemp(prefix="kg-eval-", dir=work_root()))
         self.phases: dict[str, float] = {}
         self.pending: list[PendingWorker] = []
+        self.host_limit = host_limit_bytes(config.max_host_gb)
+        self.peaks: dict[str, int] = {}  # peak host RSS per worker
 
     def close(self) -> None:
         for pending in self.pending:  # e.g. a judge left waiting for a candidate that failed
@@ -77,6 +84,8 @@ class Evaluation:
         env: dict | None = None,
         clock=False,
         private: dict | None = None,
+        hide: tuple[Path, ...] = (),
+        read_only: tuple[Path, ...] = (),
     ) -> PendingWorker:
         """Start a worker. With `private`, that part of its spec goes through its stdin (never
         a file another worker could read); a worker may then wait there for `go()`."""
@@ -86,7 +95,7 @@ class Evaluation:
         limit = self._limit()  # the parent's clock restarts at go(); the worker's own does not
         self_limit = limit * (2 if uses_stdin else 1) + 30
         spec = {**spec, "result": str(home / "result.json"), "self_limit_s": self_limit}
-        fifo = _FifoClock(home / "clock") if clock else None
+        fifo = FifoClock(home / "clock") if clock else None
         if fifo:
             spec["clock"] = str(fifo.path)
         spec["spawned_at"] = time.time()
@@ -104,9 +113,11 @@ class Evaluation:
             [sys.executable, "-m", "tools.harness.worker", role, str(home / "spec.json")],
             cwd=home,
             env=scrubbed_env(extra, home),
-            limits=Limits(limit, int(self.config.max_rss_gb * 2**30)),
+            limits=Limits(limit, self.host_limit),
             log_path=home / "log.txt",
             stdin_pipe=uses_stdin,
+            hide=hide,
+            read_only=read_only,
         )
         if private is not None:
             process.send(json.dumps(private).encode() + b"\n")
@@ -126,7 +137,9 @@ class Evaluation:
         role = pending.role
         self.phases[role] = round(time.monotonic() - pending.started, 3)
         marks = pending.fifo.close() if pending.fifo else {}
+        self.peaks[role] = process.peak_rss_bytes
         result = read_json(pending.home / "result.json")
+        check_worker(role, process, result, self.host_limit)
         for stage, seconds in ((result or {}).get("stages_s") or {}).items():
             if isinstance(seconds, int | float):  # the candidate's figures are its own claim
                 self.phases[f"{role}.{stage}"] = seconds
@@ -154,7 +167,8 @@ def evaluate(
     cache: EvalCache | None = None,
     use_cache: bool = True,
 ) -> Verdict:
-    """Verify and profile one candidate. Raises TaskError/UsageError for exit code 2."""
+    """Verify and profile one candidate. Raises TaskError/UsageError (exit code 2) and
+    HarnessError (the machine failed twice)."""
     task = TaskSource.read(task_path, config.sets)
     kernel = Path(kernel_path)
     code = _read_kernel(kernel)
@@ -170,11 +184,10 @@ def evaluate(
     if static is not None:
         verdict = static_verdict(static, config)
     else:
-        verdict = _run_workers(task, kernel, config, adapter, cache)
+        run = functools.partial(_run_workers, use_cache=use_cache)
+        verdict = run(task, kernel, config, adapter)
         if config.extra_shapes:
-            verdict.extra_shapes = check_extra_shapes(
-                task, kernel, config, functools.partial(_run_workers, cache=cache), adapter
-            )
+            verdict.extra_shapes = check_extra_shapes(task, kernel, config, run, adapter)
     verdict.cache_key = key
     verdict.isolation = isolation().describe()
     if not verdict.isolation["secrets_protected"]:
@@ -184,78 +197,135 @@ def evaluate(
 
 
 def _run_workers(
-    task: TaskSource, kernel: Path, config: EvalConfig, adapter, cache: EvalCache
+    task: TaskSource, kernel: Path, config: EvalConfig, adapter, use_cache: bool = True
 ) -> Verdict:
-    from tools.harness.reference import verification_seeds
+    """One evaluation, tried again when the machine (not the task or kernel) failed it."""
+    failure = None
+    for _ in range(ATTEMPTS):
+        ev = Evaluation(task, kernel, config)
+        try:
+            with _reference(ev, config, use_cache) as (store, entry):
+                return _evaluate(ev, store, entry, adapter)
+        except InfraFailure as exc:
+            failure = exc
+        finally:
+            ev.close()
+    raise HarnessError(give_up_message(failure))
 
+
+@contextlib.contextmanager
+def _reference(ev: Evaluation, config: EvalConfig, use_cache: bool):
+    """The task's reference store entry, or inputs for this evaluation alone where the store
+    cannot be used (asked not to, or the sandbox cannot hide its reference outputs)."""
+    if not (use_cache and isolation().hides_paths):
+        yield None, ephemeral_entry(ev.dir)
+        return
+    store = ReferenceStore()
+    seeds = reference_seeds(verification_seeds(config.seeds))
+    with store.using(store_key(ev.task.hash, config, seeds)) as entry:
+        yield store, entry
+
+
+def _evaluate(ev: Evaluation, store: ReferenceStore | None, entry: RefEntry, adapter) -> Verdict:
+    config = ev.config
     seeds = verification_seeds(config.seeds)
-    ev = Evaluation(task, kernel, config)
-    try:
-        # The judge starts now (its start-up overlaps prepare and the candidate) but computes
-        # nothing until go(), sent once the candidate's process group is dead.
-        judge_pending = ev.start(
-            "judge",
-            {"profile": config.profile, "baseline_compile": config.baseline_compile},
-            private=ev.base_spec(),
-        )
-        # The candidate starts too, importing torch and its DSL, then waits for the inputs.
-        cand_pending = ev.start(
-            "candidate", _candidate_spec(ev, kernel, config, seeds),
-            adapter.child_env(config.device), clock=True, private={},
-        )  # fmt: skip
-        task_key = task_cache_key(task, config, seeds)
-        known = cache.get(task_key)  # a task validated before needs only its inputs written
+    where = {
+        "inputs_dir": str(entry.inputs_dir),
+        "expected_dir": str(entry.expected_dir) if entry.expected_dir else None,
+        "pool_seeds": pool_seeds(seeds),
+    }
+    # The judge and the candidate start now, so their start-ups overlap the reference's build;
+    # each waits on its stdin until the parent lets it go.
+    judge_pending = ev.start("judge", {}, private=ev.base_spec())
+    sandbox = {"hide": (store.expected_root,), "read_only": (store.inputs_root,)} if store else {}
+    cand_pending = ev.start(
+        "candidate", {**_candidate_spec(ev, seeds), **where}, adapter.child_env(config.device),
+        clock=True, private={}, **sandbox,
+    )  # fmt: skip
+    meta = entry.meta()
+    if meta is None:
         prep = ev.worker(
             "prepare",
-            {"seeds": seeds, "out_dir": str(ev.dir / "prepare"), "validate": known is None},
+            {"seeds": reference_seeds(seeds), "validate": True, **where},
             private=ev.base_spec(),
         )
-        meta = known or _prepare_meta(prep, task)
-        if known is None:
-            cache.put(task_key, meta)
-        else:
-            _prepare_meta(prep, task)  # still raises if writing the inputs failed
-        ev.go(cand_pending, {"training": meta.get("training", True)})
-        cand = ev.finish(cand_pending)
-        judge = None
-        report = cand.result or {}
-        if report.get("status") == "ok" and report.get("outputs"):
-            go = {
-                "candidate_dir": str(ev.dir / "candidate"),
-                "outputs": report["outputs"],
-                "timing_output": report.get("timing_output"),
-                "timing_output_seed": report.get("timing_output_seed"),
-            }
-            ev.go(judge_pending, go)
-            judge = ev.finish(judge_pending)
-            if judge.result is None or "error" in judge.result or "task_error" in judge.result:
-                raise TaskError(_judge_failure(judge))
-        verdict = assemble(config, adapter, meta, cand, judge)
-        verdict.phases_s = dict(ev.phases)
-        return verdict
-    finally:
-        ev.close()
+        meta = {**_prepare_meta(prep, ev.task), "reference_build_s": round(prep.process.wall_s, 3)}
+        entry.seal(meta)
+        if store is not None:
+            store.evict(entry.key, store.budget_bytes())
+    else:
+        meta = {**meta, "reference_cached": True}
+    ev.go(cand_pending, {"training": meta.get("training", True)})
+    cand = ev.finish(cand_pending)
+    judge = None
+    report = cand.result or {}
+    if report.get("status") == "ok" and report.get("outputs"):
+        judge = _judge(ev, judge_pending, entry, report, where)
+    verdict = assemble(config, adapter, meta, cand, judge)
+    verdict.phases_s = dict(ev.phases)
+    verdict.memory = _memory(ev, meta, report, judge)
+    verdict.reference = {
+        "stored": entry.persistent,  # kept in the reference store for later candidates
+        "cached": bool(meta.get("reference_cached")),  # built by an earlier evaluation
+        "build_s": meta.get("reference_build_s"),
+    }
+    return verdict
 
 
-def _candidate_spec(ev: Evaluation, kernel: Path, config: EvalConfig, seeds: list[int]) -> dict:
+def _judge(ev: Evaluation, pending: PendingWorker, entry: RefEntry, report: dict, where: dict):
+    """Let the judge compare, and time only the baselines the store does not have yet."""
+    config = ev.config
+    wanted = (["eager", "compile"] if config.baseline_compile else ["eager"]) * config.profile
+    stored = {name: entry.baselines()[name] for name in wanted if name in entry.baselines()}
+    go = {
+        "candidate_dir": str(ev.dir / "candidate"),
+        "outputs": report["outputs"],
+        "timing_output": report.get("timing_output"),
+        "timing_output_seed": report.get("timing_output_seed"),
+        "baselines": [name for name in wanted if name not in stored],
+        **where,
+    }
+    ev.go(pending, go)
+    judge = ev.finish(pending)
+    result = judge.result
+    if result is None or "error" in result or "task_error" in result:
+        raise TaskError(_judge_failure(judge))
+    measured = {name: result[name] for name in go["baselines"] if name in result}
+    if measured:
+        entry.add_baselines({**measured, "peaks": result.get("peaks")})
+    if stored:
+        result.update(stored, baseline_cached=True)
+        result.setdefault("peaks", entry.baselines().get("peaks"))
+    return judge
+
+
+def _memory(ev: Evaluation, meta: dict, report: dict, judge) -> dict:
+    """Peak host memory per worker (measured by the parent) and peak device memory."""
+    return {
+        "host_limit_bytes": ev.host_limit,
+        "peak_host_bytes": dict(ev.peaks),
+        "peak_device_bytes": {
+            "reference": meta.get("peak_device_bytes"),
+            "candidate": report.get("peak_device_bytes"),  # the candidate's own claim
+            "judge": (judge.result or {}).get("peak_device_bytes") if judge else None,
+        },
+    }
+
+
+def _candidate_spec(ev: Evaluation, seeds: list[int]) -> dict:
+    config = ev.config
     return {
         "device": config.device,
         "precision": config.precision,
         "threads": config.threads,
         "dsl": config.dsl,
-        "kernel": str(kernel.resolve()),
+        "kernel": str(ev.kernel.resolve()),
         "policy": config.policy,
         "seeds": seeds,
-        "inputs_dir": str(ev.dir / "prepare"),
         "out_dir": str(ev.dir / "candidate"),
         "profile": config.profile,
+        "share_weights": config.share_weights,
     }
-
-
-def task_cache_key(task: TaskSource, config: EvalConfig, seeds: list[int]) -> str:
-    """What a task's validation depends on: its source and sizes, device, precision, seeds."""
-    material = [task.hash, config.device, config.precision, seeds, config.threads]
-    return "task-" + hashlib.sha256(json.dumps(material).encode()).hexdigest()[:32]
 
 
 def _prepare_meta(prep: WorkerRun, task: TaskSource) -> dict:
@@ -269,7 +339,9 @@ def _prepare_meta(prep: WorkerRun, task: TaskSource) -> dict:
         )
     if prep.process.rss_exceeded:
         raise TaskError(
-            f"the reference in {task.path} exceeded the memory limit. Shrink it with --set."
+            f"the reference in {task.path} exceeded the host-memory limit (peak "
+            f"{prep.process.peak_rss_bytes / 2**30:.1f} GiB). Shrink it with --set, or raise "
+            f"--max-host-memory."
         )
     if not result.get("ok"):
         detail = result.get("error") or prep.process.log_tail[-1500:]
@@ -310,38 +382,3 @@ def _check_config(config: EvalConfig):
     if config.seeds < 1:
         raise UsageError("--seeds must be at least 1")
     return adapter
-
-
-class _FifoClock(threading.Thread):
-    """Timestamps the candidate's phase marks with the parent's own clock."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(daemon=True)
-        self.path = path
-        os.mkfifo(path, 0o600)
-        self.fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        self.marks: dict[str, float] = {}
-        self._done = threading.Event()
-        self.start()
-
-    def run(self) -> None:
-        buffer = b""
-        while not self._done.is_set():
-            ready, _, _ = select.select([self.fd], [], [], 0.05)
-            if not ready:
-                continue
-            chunk = os.read(self.fd, 4096)
-            now = time.monotonic()
-            if not chunk:
-                time.sleep(0.01)
-                continue
-            buffer += chunk
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                self.marks.setdefault(line.decode(errors="replace")[:32], now)
-
-    def close(self) -> dict[str, float]:
-        self._done.set()
-        self.join(timeout=1)
-        os.close(self.fd)
-        return dict(self.marks)

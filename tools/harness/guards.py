@@ -14,6 +14,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from tools.dsl.base import LaunchCounter
+from tools.harness.compare import fingerprint
 
 
 class OpRecorder(TorchDispatchMode):
@@ -69,17 +70,14 @@ def aliasing(outputs: list[Any], inputs: list[Any]) -> list[tuple[int, int]]:
     return pairs
 
 
-def changed_inputs(before: list[Any], after: list[Any]) -> list[int]:
-    changed = []
-    for j, (a, b) in enumerate(zip(before, after, strict=True)):
-        if isinstance(a, torch.Tensor) and not torch.equal(a, b.to(a.device)):
-            if not (
-                a.is_floating_point()
-                and torch.equal(a.isnan(), b.isnan())
-                and torch.equal(a.nan_to_num(), b.nan_to_num())
-            ):
-                changed.append(j)
-    return changed
+def input_prints(inputs: list[Any]) -> list[Any]:
+    """Fingerprints of the tensor inputs, taken where they live (no copy of them is kept)."""
+    return [fingerprint(x) if isinstance(x, torch.Tensor) else None for x in inputs]
+
+
+def changed_inputs(before: list[Any], inputs: list[Any]) -> list[int]:
+    """Indices of inputs whose contents differ from their fingerprints `before`."""
+    return [j for j, (b, a) in enumerate(zip(before, input_prints(inputs), strict=True)) if b != a]
 
 
 def snapshot_before_sync(outputs: list[Any]) -> list[Any]:

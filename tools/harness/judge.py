@@ -1,8 +1,10 @@
 """Worker role `judge`: recompute reference outputs and compare; time the baselines.
 
-Runs after the candidate process group is dead. It regenerates the inputs from their seeds
-(never trusting files the candidate could have touched), loads the candidate's outputs with
-`weights_only=True`, and times eager (and torch.compile) with the same loop as the candidate.
+Runs after the candidate process group is dead, one seed at a time. The reference's outputs come
+from the reference store (a folder the candidate's sandbox hid) or, where there is none, are
+recomputed from inputs regenerated from their seeds (never from files the candidate could have
+touched). The candidate's outputs are loaded with `weights_only=True`. It times eager (and
+torch.compile) with the same loop as the candidate, when the store has no such baseline yet.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from tools.harness.compare import (
 from tools.harness.config import PRECISIONS
 from tools.harness.env_info import collect_env
 from tools.harness.exchange import as_output_list, load_values, read_message
+from tools.harness.memory import device_peak_bytes, release
 from tools.harness.stopwatch import watch
 from tools.harness.timing import time_loop
 from tools.task import TaskSource
@@ -75,31 +78,54 @@ def run(spec: dict) -> dict:
     with watch.stage("compare"):
         for seed, filename in spec["outputs"].items():
             results.append(_judge_one(module, model, int(seed), cand_dir / filename, spec, "seed"))
+            release(device)
         if spec.get("timing_output"):
             seed = spec["timing_output_seed"]
             results.append(
                 _judge_one(module, model, seed, cand_dir / spec["timing_output"], spec, "timing")
             )
+            release(device)
     report: dict[str, Any] = {"comparisons": results}
     with watch.stage("baselines"):
         _baselines(report, spec, model, module, device, precision)
     report["env"] = collect_env(device, spec.get("dsl_version", ""))
+    report["peak_device_bytes"] = device_peak_bytes(device)
     return report
 
 
 def _baselines(report, spec, model, module, device, precision) -> None:
-    if spec.get("profile"):
-        report["eager"] = _time(model, module, device, precision)
-        if spec.get("baseline_compile"):
-            report["compile"] = _time_compiled(model, module, device, precision)
-        report["peaks"] = _peaks(device)
+    wanted = spec.get("baselines") or []
+    if not wanted:
+        return
+    pool = [_trusted_inputs(module, seed, spec) for seed in spec["pool_seeds"]]
+    if "eager" in wanted:
+        report["eager"] = _time(model, pool, device)
+    if "compile" in wanted:
+        report["compile"] = _time_compiled(model, pool, device)
+    report["peaks"] = _peaks(device)
+
+
+def _trusted_inputs(module, seed: int, spec: dict) -> list[Any]:
+    """Inputs from the store (read-only to candidates) or regenerated from the seed."""
+    precision = PRECISIONS[spec["precision"]]
+    if spec.get("expected_dir"):  # the store is in use, so its inputs are protected too
+        host = load_values(Path(spec["inputs_dir"]) / f"inputs_{seed}.pt")
+    else:
+        host = ref.make_inputs(module, seed)
+    return ref.device_inputs(host, spec["device"], precision)
+
+
+def _expected(module, model, seed: int, spec: dict) -> list[torch.Tensor]:
+    if spec.get("expected_dir"):
+        stored = load_values(Path(spec["expected_dir"]) / f"expected_{seed}.pt")
+        return ref.to_device_list(stored, spec["device"])
+    with torch.no_grad():
+        return as_output_list(model(*_trusted_inputs(module, seed, spec)))
 
 
 def _judge_one(module, model, seed, path: Path, spec: dict, kind: str) -> dict[str, Any]:
     precision = PRECISIONS[spec["precision"]]
-    inputs = ref.device_inputs(ref.make_inputs(module, seed), spec["device"], precision)
-    with torch.no_grad():
-        expected = as_output_list(model(*inputs))
+    expected = _expected(module, model, seed, spec)
     entry: dict[str, Any] = {"seed": seed, "kind": kind, "passed": False}
     try:
         got = load_values(path)
@@ -121,7 +147,7 @@ def _judge_one(module, model, seed, path: Path, spec: dict, kind: str) -> dict[s
         g = g.to(e.device)  # compare where the reference lives: on a GPU that is milliseconds
         mismatch = compare(g, e.detach(), precision.atol, precision.rtol)
         if mismatch is not None and not e.is_floating_point():
-            arg = _arg_source(model, inputs, i)  # accept argmax/argmin ties
+            arg = _arg_source(model, _trusted_inputs(module, seed, spec), i)  # ties
             if arg is not None:
                 mismatch = compare(g, e.detach(), precision.atol, precision.rtol, arg)
         if mismatch is not None:
@@ -166,14 +192,7 @@ def _mismatch_entry(m: Mismatch, index: int, shape_problem: bool) -> dict[str, A
     }
 
 
-def _pool(module, device, precision):
-    return [
-        ref.device_inputs(ref.make_inputs(module, s), device, precision) for s in ref.TIMING_SEEDS
-    ]
-
-
-def _time(model, module, device, precision) -> dict[str, Any]:
-    pool = _pool(module, device, precision)
+def _time(model, pool, device) -> dict[str, Any]:
     live = [x.clone() if isinstance(x, torch.Tensor) else x for x in pool[0]]
 
     def call():
@@ -184,10 +203,10 @@ def _time(model, module, device, precision) -> dict[str, Any]:
     return {k: v for k, v in timing.to_dict().items() if k != "samples_ms"}
 
 
-def _time_compiled(model, module, device, precision) -> dict[str, Any]:
+def _time_compiled(model, pool, device) -> dict[str, Any]:
     try:
         compiled = torch.compile(model)
-        return _time(compiled, module, device, precision)
+        return _time(compiled, pool, device)
     except Exception as exc:  # noqa: BLE001 - a baseline that fails is reported, not fatal
         return {"error": f"torch.compile failed: {type(exc).__name__}: {str(exc)[:500]}"}
 

@@ -1,8 +1,10 @@
-"""Worker role `prepare`: validate the task and write the inputs the candidate will get.
+"""Worker role `prepare`: validate the task and build its reference, one seed at a time.
 
-Runs the user's reference (in its own sandboxed process, so a crash or OOM there is a task
-error, never the candidate's). Reference *outputs* are not written anywhere: the judge
-recomputes them after the candidate process is gone.
+Runs the user's reference in its own sandboxed process, so a crash or OOM there is a task error,
+never the candidate's. For each seed: make the inputs (KernelBench's way, on the CPU), write them
+for the candidate, move them to the device and drop the host copy, run the reference, and write
+its outputs to the folder that candidates cannot see (when the parent gives one). Only one
+seed's inputs and outputs are alive at a time.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ import torch
 
 from tools import roofline
 from tools.harness import reference as ref
-from tools.harness.compare import compare, is_constant
+from tools.harness.compare import compare, fingerprint, is_constant
 from tools.harness.config import PRECISIONS
-from tools.harness.exchange import as_output_list, read_message, save_values
+from tools.harness.exchange import as_output_list, load_values, read_message, save_values
+from tools.harness.memory import check_fits, device_peak_bytes, release
 from tools.harness.stopwatch import watch
 from tools.harness.verdict import TaskError
 from tools.task import TaskSource
@@ -26,43 +29,134 @@ def run(spec: dict) -> dict:
     spec = {**spec, **read_message()}  # the task: through stdin, never a file
     precision = PRECISIONS[spec["precision"]]
     device = spec["device"]
-    out_dir = Path(spec["out_dir"])
+    inputs_dir = Path(spec["inputs_dir"])
+    expected_dir = Path(spec["expected_dir"]) if spec.get("expected_dir") else None
     ref.set_precision_flags(precision)
     ref.set_threads(spec.get("threads", 0))
     task = TaskSource(Path(spec["task"]), spec["source"], spec["sets"])
     module = task.load_module()
 
-    estimate: dict[str, Any] = {}
-    if spec.get("validate", True):  # skipped when the parent has this task's findings cached
+    meta: dict[str, Any] = {"warnings": []}
+    if spec.get("validate", True):
         with watch.stage("estimate"):
-            estimate = estimate_on_meta(module)
-            check_fits(estimate, device, task)
+            meta.update(estimate_on_meta(module))
+            check_fits(meta, device, task)
 
     with watch.stage("inputs"):
         init_inputs = _call(lambda: ref.make_init_inputs(module), "get_init_inputs()", task)
-        save_values(init_inputs, out_dir / "init.pt")
+        save_values(init_inputs, inputs_dir / "init.pt")
+    if not spec.get("validate", True):  # inputs only (a compile check needs no reference)
+        for seed in spec["seeds"]:
+            inputs = _call(lambda s=seed: ref.make_inputs(module, s), "get_inputs()", task)
+            save_values(inputs, inputs_dir / f"inputs_{seed}.pt")
+        return {"ok": True, "meta": meta}
+
+    with watch.stage("reference"):
         model = _call(
-            lambda: ref.build_model(module.Model, init_inputs, "cpu", precision),
+            lambda: ref.build_model(module.Model, init_inputs, device, precision),
             "Model(*get_init_inputs())",
             task,
         )
-        save_values([[k, v] for k, v in model.state_dict().items()], out_dir / "state.pt")
-        del model
-        inputs_by_seed = {}
-        for seed in [*spec["seeds"], *ref.TIMING_SEEDS]:
-            inputs = _call(lambda s=seed: ref.make_inputs(module, s), "get_inputs()", task)
-            save_values(inputs, out_dir / f"inputs_{seed}.pt")
-            inputs_by_seed[seed] = inputs
-
-    meta: dict[str, Any] = {"warnings": [], **estimate}
-    if spec.get("validate", True):
-        with watch.stage("validate"):
-            meta.update(validate(module, init_inputs, inputs_by_seed, spec, task))
+        save_values([[k, v] for k, v in model.state_dict().items()], inputs_dir / "state.pt")
+        build = _ReferenceBuild(module, model, task, spec, inputs_dir, expected_dir)
+        for seed in spec["seeds"]:
+            build.seed(seed)
+    meta.update(build.findings())
+    meta["peak_device_bytes"] = device_peak_bytes(device)
     return {"ok": True, "meta": meta}
 
 
+class _ReferenceBuild:
+    """Inputs and reference outputs per seed, with what validation needs kept as fingerprints."""
+
+    def __init__(self, module, model, task, spec, inputs_dir: Path, expected_dir: Path | None):
+        self.module, self.model, self.task = module, model, task
+        self.device = spec["device"]
+        self.precision = PRECISIONS[spec["precision"]]
+        self.inputs_dir, self.expected_dir = inputs_dir, expected_dir
+        self.mutates = self.aliases = False
+        self.prints: list[list[tuple[int, int]]] = []  # per seed, per output
+        self.warnings: list[str] = []
+        self.dtypes: set[str] = set()
+        self.output_shapes: list[list[int]] = []
+
+    def seed(self, seed: int) -> None:
+        first = not self.prints
+        host = _call(lambda: ref.make_inputs(self.module, seed), "get_inputs()", self.task)
+        save_values(host, self.inputs_dir / f"inputs_{seed}.pt")
+        inputs = ref.device_inputs(host, self.device, self.precision)
+        del host  # the device copy is the only one kept
+        before = [fingerprint(x) if isinstance(x, torch.Tensor) else x for x in inputs]
+        outputs = _forward(self.model, inputs, self.task, self.device)
+        after = [fingerprint(x) if isinstance(x, torch.Tensor) else x for x in inputs]
+        self.mutates |= before != after
+        self.aliases |= _aliases(outputs, inputs)
+        del inputs
+        if first:
+            self._first_seed_checks(seed, outputs)
+        self.prints.append([fingerprint(o) for o in outputs])
+        if self.expected_dir is not None:
+            save_values(outputs, self.expected_dir / f"expected_{seed}.pt")
+        del outputs
+        release(self.device)
+
+    def _first_seed_checks(self, seed: int, outputs: list[torch.Tensor]) -> None:
+        """Determinism (the same call twice), degenerate outputs, dtypes and shapes."""
+        again_inputs = ref.device_inputs(
+            load_values(self.inputs_dir / f"inputs_{seed}.pt"), self.device, self.precision
+        )
+        again = _forward(self.model, again_inputs, self.task, self.device)
+        del again_inputs
+        for first, second in zip(outputs, again, strict=True):
+            if compare(second, first, self.precision.atol, self.precision.rtol):
+                raise TaskError(
+                    f"the reference in {self.task.path} gives different outputs for identical "
+                    f"calls (same inputs, same model), so no kernel can be checked against it. "
+                    f"Make forward deterministic (no dropout in training mode, no random ops)."
+                )
+        del again
+        for i, out in enumerate(outputs):
+            if out.numel() > 1 and is_constant(out) and not out.reshape(-1)[0].item():
+                self.warnings.append(
+                    f"degenerate task: reference output {i} is all zeros, so a kernel that "
+                    f"writes zeros passes; its verdict says little"
+                )
+            elif is_constant(out):
+                self.warnings.append(
+                    f"degenerate task: reference output {i} is constant, so a constant kernel "
+                    f"passes"
+                )
+        self.dtypes |= {str(t.dtype).removeprefix("torch.") for t in outputs}
+        self.output_shapes = [list(t.shape) for t in outputs]
+        self.output_bytes = sum(t.numel() * t.element_size() for t in outputs)
+
+    def findings(self) -> dict[str, Any]:
+        warnings = list(self.warnings)
+        if len(self.prints) > 1:
+            for i, (a, b) in enumerate(zip(self.prints[0], self.prints[1], strict=True)):
+                if a == b and not any("output {i} is" in w for w in warnings):
+                    warnings.append(
+                        f"degenerate task: reference output {i} is the same for every input seed"
+                    )
+        input_dtypes = _input_dtypes(self.inputs_dir)
+        return {
+            "training": self.model.training,
+            "ref_mutates_inputs": self.mutates,
+            "ref_output_aliases_input": self.aliases,
+            "warnings": warnings,
+            "dtypes": sorted(self.dtypes | input_dtypes),
+            "output_shapes": self.output_shapes,
+        }
+
+
+def _input_dtypes(inputs_dir: Path) -> set[str]:
+    first = sorted(inputs_dir.glob("inputs_*.pt"))[:1]
+    values = load_values(first[0]) if first else []
+    return {str(v.dtype).removeprefix("torch.") for v in values if isinstance(v, torch.Tensor)}
+
+
 def estimate_on_meta(module) -> dict[str, Any]:
-    """FLOPs, minimum bytes and output shapes, from a run on meta tensors (no memory used)."""
+    """FLOPs, bytes and tensor sizes, from a run on meta tensors (no memory used)."""
     try:
         with torch.device("meta"):
             torch.manual_seed(ref.CONSTRUCT_SEED)
@@ -75,86 +169,17 @@ def estimate_on_meta(module) -> dict[str, Any]:
         return {
             "flops": int(flops),
             "min_bytes": int(roofline.min_bytes(inputs, params, outputs)),
+            "input_bytes": _nbytes(inputs),
+            "output_bytes": _nbytes(outputs),
+            "param_bytes": _nbytes(params),
             "meta_estimate": True,
         }
     except Exception as exc:  # a task that cannot run on meta tensors is still a valid task
         return {"flops": None, "min_bytes": None, "meta_estimate": False, "meta_error": str(exc)}
 
 
-def check_fits(estimate: dict[str, Any], device: str, task: TaskSource) -> None:
-    needed = estimate.get("min_bytes")
-    if not needed:
-        return
-    # Reference and candidate each hold inputs, outputs, parameters and a timing pool.
-    needed = 4 * needed
-    free = _free_bytes(device)
-    if free and needed > 0.9 * free:
-        constants = ", ".join(f"{k}={v!r}" for k, v in task.constants.items()) or "none"
-        raise TaskError(
-            f"the task needs about {needed / 2**30:.1f} GiB on {device} (inputs, outputs and "
-            f"parameters for the reference, the candidate and the timing pool) but only "
-            f"{free / 2**30:.1f} GiB is free. Shrink it with --set, e.g. halve the largest of "
-            f"its size constants ({constants})."
-        )
-
-
-def _free_bytes(device: str) -> int | None:
-    if device == "cuda":
-        return torch.cuda.mem_get_info()[0]
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
-def validate(module, init_inputs, inputs_by_seed, spec, task: TaskSource) -> dict[str, Any]:
-    """Reject tasks that raise or are non-deterministic; warn about degenerate outputs."""
-    precision = PRECISIONS[spec["precision"]]
-    device = spec["device"]
-    model = _call(
-        lambda: ref.build_model(module.Model, init_inputs, device, precision),
-        "Model(*get_init_inputs())",
-        task,
-    )
-    training = model.training
-    seeds = spec["seeds"]
-    outputs_by_seed = {}
-    mutates = aliases = False
-    for seed in seeds[:2]:
-        inputs = ref.device_inputs(inputs_by_seed[seed], device, precision)
-        before = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-        outputs = _forward(model, inputs, task, device)
-        mutates |= _mutated(before, inputs)
-        aliases |= _aliases(outputs, inputs)
-        outputs_by_seed[seed] = outputs
-    again = _forward(
-        model, ref.device_inputs(inputs_by_seed[seeds[0]], device, precision), task, device
-    )
-    for first, second in zip(outputs_by_seed[seeds[0]], again, strict=True):
-        if isinstance(first, torch.Tensor) and compare(
-            second, first, precision.atol, precision.rtol
-        ):
-            raise TaskError(
-                f"the reference in {task.path} gives different outputs for identical calls "
-                f"(same inputs, same model), so no kernel can be checked against it. Make "
-                f"forward deterministic (no dropout in training mode, no random ops)."
-            )
-    warnings = _degenerate_warnings(outputs_by_seed)
-    dtypes = sorted(
-        {str(t.dtype).removeprefix("torch.") for t in _tensors(inputs_by_seed[seeds[0]])}
-        | {str(t.dtype).removeprefix("torch.") for t in outputs_by_seed[seeds[0]]}
-    )
-    return {
-        "training": training,
-        "ref_mutates_inputs": mutates,
-        "ref_output_aliases_input": aliases,
-        "warnings": warnings,
-        "dtypes": dtypes,
-        "output_shapes": [list(t.shape) for t in _tensors(outputs_by_seed[seeds[0]])],
-    }
+def _nbytes(values) -> int:
+    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
 
 
 def _forward(model, inputs, task, device) -> list[Any]:
@@ -177,8 +202,8 @@ def _call(fn, what: str, task: TaskSource):
         raise
     except torch.OutOfMemoryError as exc:
         raise TaskError(
-            f"the reference runs out of memory in {what}: {str(exc).splitlines()[0]}. Shrink "
-            f"the task with --set (its size constants: {task.constants})."
+            f"the reference runs out of memory in {what} ({str(exc).splitlines()[0].rstrip('.')}). "
+            f"Shrink the task with --set (its size constants: {task.constants})."
         ) from exc
     except Exception as exc:
         raise TaskError(
@@ -187,38 +212,7 @@ def _call(fn, what: str, task: TaskSource):
         ) from exc
 
 
-def _tensors(values) -> list[torch.Tensor]:
-    return [v for v in values if isinstance(v, torch.Tensor)]
-
-
-def _mutated(before, after) -> bool:
-    return any(
-        isinstance(b, torch.Tensor) and not torch.equal(b.nan_to_num(), a.nan_to_num())
-        for b, a in zip(before, after, strict=True)
-    )
-
-
 def _aliases(outputs, inputs) -> bool:
     from tools.harness.guards import aliasing
 
     return bool(aliasing(outputs, inputs))
-
-
-def _degenerate_warnings(outputs_by_seed) -> list[str]:
-    warnings = []
-    seeds = list(outputs_by_seed)
-    for i, out in enumerate(outputs_by_seed[seeds[0]]):
-        if out.numel() > 1 and bool((out == 0).all()):
-            warnings.append(
-                f"degenerate task: reference output {i} is all zeros, so a kernel that writes "
-                f"zeros passes; its verdict says little."
-            )
-        elif is_constant(out):
-            warnings.append(
-                f"degenerate task: reference output {i} is constant, so a constant kernel passes."
-            )
-        elif len(seeds) > 1 and torch.equal(out, outputs_by_seed[seeds[1]][i]):
-            warnings.append(
-                f"degenerate task: reference output {i} is the same for every input seed."
-            )
-    return warnings

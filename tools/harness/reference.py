@@ -17,11 +17,21 @@ from tools.harness.config import Precision
 from tools.harness.exchange import to_device
 
 CONSTRUCT_SEED = 42
-TIMING_SEEDS = (1001, 1002)  # the timing pool: two input sets that alternate
+TIMING_SEED = 1001  # the timing pool's second input set when only one seed is verified
 
 
 def verification_seeds(count: int) -> list[int]:
     return [CONSTRUCT_SEED + i for i in range(count)]
+
+
+def pool_seeds(seeds: list[int]) -> list[int]:
+    """The timing pool: two input sets that alternate, the first two verified where possible."""
+    return seeds[:2] if len(seeds) >= 2 else [seeds[0], TIMING_SEED]
+
+
+def reference_seeds(seeds: list[int]) -> list[int]:
+    """Every seed the reference store holds inputs and outputs for."""
+    return list(dict.fromkeys([*seeds, *pool_seeds(seeds)]))
 
 
 def set_precision_flags(precision: Precision) -> None:
@@ -67,6 +77,11 @@ def build_model(
 
 def device_inputs(inputs: list[Any], device: str, precision: Precision) -> list[Any]:
     return to_device(list(inputs), device, precision.dtype)
+
+
+def to_device_list(values: list[Any], device: str) -> list[Any]:
+    """Stored reference outputs, already in the precision they were computed in."""
+    return to_device(list(values), device)
 
 
 def synchronize(device: str) -> None:

@@ -18,8 +18,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,14 +55,27 @@ class Isolation:
     network_off: bool
     prefix: list[str] = field(default_factory=list)
     note: str = ""
+    hides_paths: bool = False  # a worker's view can hide folders and make others read-only
 
     def describe(self) -> dict:
         return {
             "method": self.method,
             "secrets_protected": self.secrets_protected,
             "network_off": self.network_off,
+            "hides_paths": self.hides_paths,
             "note": self.note,
         }
+
+    def wrap(self, argv: list[str], hide: Sequence[Path], read_only: Sequence[Path]) -> list[str]:
+        """argv run inside the namespaces; with folders to hide or protect, a shell mounts an
+        empty tmpfs over each hidden one and remounts the others read-only, then the worker
+        runs without capabilities, so it cannot undo those mounts."""
+        if not (hide or read_only) or not self.hides_paths:
+            return [*self.prefix, *argv]
+        mounts = [arg for p in hide for arg in ("hide", str(p))]
+        mounts += [arg for p in read_only for arg in ("ro", str(p))]
+        return [*self.prefix, "/bin/sh", "-c", _MOUNT_SCRIPT, "kg-sandbox", *mounts, "--",
+                *_DROP_CAPS, *argv]  # fmt: skip
 
 
 @dataclass
@@ -78,6 +93,8 @@ class ProcessResult:
     wall_s: float
     peak_rss_bytes: int
     log_tail: str
+    killed_from_outside: bool = False  # SIGKILL that neither the harness nor the worker sent
+    oom_kills: int = 0  # the system's OOM-killer count rose this much while the worker ran
 
     @property
     def signal_name(self) -> str | None:
@@ -87,6 +104,20 @@ class ProcessResult:
 
 
 _NAMESPACE_FLAGS = ["--pid", "--fork", "--mount-proc", "--net", "--kill-child"]
+_MOUNT_SCRIPT = """set -e
+while [ "$1" != "--" ]; do
+  mkdir -p "$2"
+  if [ "$1" = hide ]; then mount -t tmpfs -o size=4k,mode=0500 kg-hidden "$2"
+  else mount --bind "$2" "$2" && mount -o remount,bind,ro "$2"; fi
+  shift 2
+done
+shift
+exec "$@"
+"""
+_DROP_CAPS = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--"]
+# unshare reports a child killed by SIGKILL (the system's OOM killer, say) with this line and
+# exit status 1, because it cannot re-raise SIGKILL on itself.
+_UNSHARE_CHILD_KILLED = "sigprocmask unblock failed"
 
 
 @functools.cache
@@ -108,8 +139,35 @@ def isolation() -> Isolation:
             timeout=30,
         )
         if probe.returncode == 0 and probe.stdout.strip() == "1":
-            return Isolation("pid+mount+net namespaces", True, True, prefix)
+            found = Isolation("pid+mount+net namespaces", True, True, prefix)
+            found.hides_paths = _can_hide_paths(found)
+            return found
     return _no_isolation("the kernel refused new PID/network namespaces (unshare failed)")
+
+
+def _can_hide_paths(iso: Isolation) -> bool:
+    """Whether a worker really sees an empty, unmountable folder where a hidden one is."""
+    if shutil.which("setpriv") is None:
+        return False
+    probe_dir = Path(tempfile.mkdtemp(prefix="kg-hide-probe-"))
+    try:
+        (probe_dir / "hidden").mkdir()
+        (probe_dir / "hidden" / "secret").write_text("x")
+        check = (
+            "import ctypes, os, sys\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "undone = libc.umount2(sys.argv[1].encode(), 2) == 0\n"
+            "print('ok' if not os.listdir(sys.argv[1]) and not undone else 'visible')\n"
+        )
+        iso.hides_paths = True  # let wrap() build the command under test
+        argv = iso.wrap([sys.executable, "-c", check, str(probe_dir / "hidden")],
+                        [probe_dir / "hidden"], [])  # fmt: skip
+        probe = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        return probe.returncode == 0 and probe.stdout.strip() == "ok"
+    except (OSError, subprocess.SubprocessError):
+        return False
+    finally:
+        shutil.rmtree(probe_dir, ignore_errors=True)
 
 
 def _no_isolation(reason: str) -> Isolation:
@@ -165,14 +223,17 @@ class Sandboxed:
         limits: Limits,
         log_path: Path,
         stdin_pipe: bool = False,
+        hide: Sequence[Path] = (),
+        read_only: Sequence[Path] = (),
     ) -> None:
         iso = isolation()
         cpu_s = int(limits.cpu_s or limits.wall_s * (os.cpu_count() or 1) + 60)
         self.limits, self.log_path = limits, log_path
         self.start = time.monotonic()
+        self.oom_kills_before = oom_kill_count()
         with open(log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [*iso.prefix, *argv],
+                iso.wrap(argv, hide, read_only),
                 cwd=cwd,
                 env=env,
                 stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
@@ -197,7 +258,10 @@ class Sandboxed:
     def restart_clock(self) -> None:
         self.start = time.monotonic()
 
+    killed_by_harness = False
+
     def kill(self) -> None:
+        self.killed_by_harness = True
         _kill_group(self.proc.pid)
 
     def wait(self) -> ProcessResult:
@@ -213,13 +277,20 @@ class Sandboxed:
             self.watchdog.stop()
             if self.proc.stdin:
                 self.proc.stdin.close()
+        log_tail = _tail(self.log_path)
+        ours = timed_out or self.watchdog.exceeded or self.killed_by_harness
+        sigkill = self.proc.returncode == -signal.SIGKILL or (
+            self.proc.returncode == 1 and _UNSHARE_CHILD_KILLED in log_tail
+        )
         return ProcessResult(
             returncode=self.proc.returncode,
             timed_out=timed_out and not self.watchdog.exceeded,
             rss_exceeded=self.watchdog.exceeded,
             wall_s=time.monotonic() - self.start,
             peak_rss_bytes=self.watchdog.peak,
-            log_tail=_tail(self.log_path),
+            log_tail=log_tail,
+            killed_from_outside=sigkill and not ours,
+            oom_kills=max(oom_kill_count() - self.oom_kills_before, 0),
         )
 
 
@@ -228,6 +299,17 @@ def run_sandboxed(
 ) -> ProcessResult:
     """Run argv contained; stdout and stderr go to log_path. Never raises for the child's sake."""
     return Sandboxed(argv, cwd, env, limits, log_path).wait()
+
+
+def oom_kill_count() -> int:
+    """How many processes the kernel's OOM killer has killed since boot (0 if unknown)."""
+    try:
+        for line in Path("/proc/vmstat").read_text().splitlines():
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def _kill_group(pgid: int) -> None:

@@ -107,6 +107,8 @@ class Verdict:
     cache_key: str = ""
     cached: bool = False
     phases_s: dict[str, float] = field(default_factory=dict)
+    memory: dict[str, Any] = field(default_factory=dict)  # peak host and device bytes per worker
+    reference: dict[str, Any] = field(default_factory=dict)  # {stored, cached, build_s}
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

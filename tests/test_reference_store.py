@@ -1,0 +1,127 @@
+"""The reference store: a task's inputs, reference outputs and baselines are made once per
+machine and reused by every candidate, hidden from candidates, and never mistaken for another
+machine's or another task's."""
+
+from __future__ import annotations
+
+import pytest
+
+from tools.harness import evaluate as evaluate_module
+from tools.harness import infra, refstore
+from tools.harness.cache import EvalCache
+from tools.harness.config import EvalConfig
+from tools.harness.evaluate import evaluate
+from tools.harness.sandbox import isolation
+from tools.harness.verdict import PASSED, HarnessError
+
+pytestmark = pytest.mark.skipif(
+    not isolation().hides_paths, reason="the store is used only where the sandbox hides folders"
+)
+
+
+@pytest.fixture
+def store_root(tmp_path, monkeypatch):
+    """A store of this test's own, so that what it counts is its own doing."""
+    monkeypatch.setenv("KERNELGRAPH_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "refs"
+
+
+def run(cases, tmp_path, kernel="cpp_scale_add", **overrides):
+    settings = {"dsl": "cpp", "seeds": 2, "profile": True, "timeout_s": 120, **overrides}
+    use_cache = settings.pop("use_cache", True)
+    return evaluate(
+        cases / "tasks/scale_add.py", cases / f"kernels/{kernel}.py", EvalConfig(**settings),
+        cache=EvalCache(tmp_path / f"evals-{kernel}-{use_cache}"), use_cache=use_cache,
+    )  # fmt: skip
+
+
+def entries(store_root):
+    return sorted(p.name for p in (store_root / "inputs").iterdir())
+
+
+def test_the_second_candidate_reuses_the_reference_and_its_baseline(cases, tmp_path, store_root):
+    first = run(cases, tmp_path)
+    assert first.status == PASSED, first.message
+    assert first.reference == {"stored": True, "cached": False, "build_s": pytest.approx(
+        first.reference["build_s"])}  # fmt: skip
+    assert "prepare" in first.phases_s and not first.timing.baseline_cached
+    second = run(cases, tmp_path, kernel="cpp_scale_add_omp")  # another kernel, same task
+    assert second.status == PASSED, second.message
+    assert second.reference["cached"] and "prepare" not in second.phases_s
+    assert second.timing.baseline_cached
+    assert second.timing.eager_ms == first.timing.eager_ms  # one baseline, not re-timed
+    assert len(entries(store_root)) == 1
+    (key,) = entries(store_root)
+    assert sorted(p.name for p in (store_root / "expected" / key).iterdir()) == [
+        "expected_42.pt", "expected_43.pt"
+    ]  # fmt: skip
+
+
+def test_a_wrong_kernel_fails_against_stored_reference_outputs(cases, tmp_path, store_root):
+    assert run(cases, tmp_path).status == PASSED  # builds the store
+    wrong = run(cases, tmp_path, kernel="cpp_scale_sub")
+    assert wrong.reference["cached"]
+    assert wrong.status == "incorrect", wrong.message
+
+
+def test_no_cache_uses_no_store_and_recomputes_the_reference(cases, tmp_path, store_root):
+    verdict = run(cases, tmp_path, use_cache=False)
+    assert verdict.status == PASSED, verdict.message
+    assert verdict.reference["stored"] is False and not verdict.timing.baseline_cached
+    assert not (store_root / "inputs").exists() or entries(store_root) == []
+    wrong = run(cases, tmp_path, kernel="cpp_scale_sub", use_cache=False)
+    assert wrong.status == "incorrect", wrong.message  # judged on recomputed outputs
+
+
+def test_a_half_built_entry_is_built_again(cases, tmp_path, store_root):
+    assert run(cases, tmp_path).status == PASSED
+    (key,) = entries(store_root)
+    (store_root / "inputs" / key / "meta.json").unlink()  # as if killed mid-build
+    again = run(cases, tmp_path, kernel="cpp_scale_add_omp")
+    assert again.status == PASSED and not again.reference["cached"]
+    assert (store_root / "inputs" / key / "meta.json").exists()
+
+
+def test_another_machine_gets_its_own_entry(cases, tmp_path, store_root, monkeypatch):
+    assert run(cases, tmp_path).status == PASSED
+    other = {**refstore.fingerprint("cpu"), "cpu": "another CPU model"}
+    monkeypatch.setattr(refstore, "fingerprint", lambda device: other)
+    again = run(cases, tmp_path, kernel="cpp_scale_add_omp")
+    assert again.status == PASSED and not again.reference["cached"]
+    assert len(entries(store_root)) == 2
+
+
+def test_eviction_keeps_the_entry_in_use_and_removes_the_oldest(tmp_path):
+    store = refstore.ReferenceStore(tmp_path / "refs")
+    for key in ("old", "kept"):
+        with store.using(key) as entry:
+            (entry.inputs_dir / "inputs_1.pt").write_bytes(b"x" * 1000)
+            entry.seal({"ok": True})
+    with store.using("busy") as busy:
+        (busy.inputs_dir / "inputs_1.pt").write_bytes(b"x" * 1000)
+        busy.seal({"ok": True})
+        removed = store.evict(keep="kept", budget_bytes=0)
+    assert removed == ["old"]  # "busy" was in use, "kept" is the caller's
+    assert sorted(p.name for p in store.inputs_root.iterdir()) == ["busy", "kept"]
+
+
+def test_a_machine_failure_is_retried_then_reported_as_a_harness_error(
+    cases, tmp_path, store_root, monkeypatch
+):
+    calls = []
+
+    def flaky(role, process, result, limit):
+        calls.append(role)
+        if role == "judge" and calls.count("judge") == 1:
+            raise infra.InfraFailure("the judge worker was killed by SIGKILL from outside")
+
+    monkeypatch.setattr(evaluate_module, "check_worker", flaky)
+    verdict = run(cases, tmp_path)
+    assert verdict.status == PASSED and calls.count("judge") == 2  # retried once, then fine
+
+    def always(role, process, result, limit):
+        raise infra.InfraFailure(f"the sandbox could not start the {role} worker: unshare: no")
+
+    monkeypatch.setattr(evaluate_module, "check_worker", always)
+    with pytest.raises(HarnessError, match="tried 2 times.*not the task or the kernel"):
+        run(cases, tmp_path, kernel="cpp_scale_add_omp")

@@ -1,0 +1,119 @@
+"""The sandbox's folder hiding and telling the machine's failures from a worker's own.
+
+Children are small Python scripts (no torch), so each test takes about a second.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import uuid
+
+import pytest
+from proc_helpers import processes_with
+
+from tools.harness import sandbox
+from tools.harness.infra import InfraFailure, check_worker
+from tools.harness.sandbox import Limits, ProcessResult, Sandboxed, scrubbed_env
+
+needs_hiding = pytest.mark.skipif(
+    not sandbox.isolation().hides_paths, reason="this machine's sandbox cannot hide folders"
+)
+
+VIEW = r"""
+import ctypes, os, sys
+hidden, read_only = sys.argv[1], sys.argv[2]
+print("hidden lists:", sorted(os.listdir(hidden)))
+libc = ctypes.CDLL(None, use_errno=True)
+print("umount:", libc.umount2(hidden.encode(), 2))
+print("hidden lists after umount:", sorted(os.listdir(hidden)))
+try:
+    open(os.path.join(read_only, "inputs.pt"), "w").write("tampered")
+    print("write: done")
+except OSError as exc:
+    print("write: refused", exc.errno)
+print("read:", open(os.path.join(read_only, "inputs.pt")).read())
+"""
+
+
+@needs_hiding
+def test_a_worker_sees_hidden_folders_empty_and_protected_ones_read_only(tmp_path):
+    hidden, read_only, home = tmp_path / "expected", tmp_path / "inputs", tmp_path / "home"
+    for folder in (hidden, read_only, home):
+        folder.mkdir()
+    (hidden / "expected_42.pt").write_text("the reference's answer")
+    (read_only / "inputs.pt").write_text("inputs")
+    (tmp_path / "view.py").write_text(VIEW)
+    worker = Sandboxed(
+        [sys.executable, str(tmp_path / "view.py"), str(hidden), str(read_only)],
+        cwd=home, env=scrubbed_env({}, home), limits=Limits(wall_s=30),
+        log_path=tmp_path / "log.txt", hide=(hidden,), read_only=(read_only,),
+    )  # fmt: skip
+    result = worker.wait()
+    log = (tmp_path / "log.txt").read_text()
+    assert result.returncode == 0, log
+    assert "hidden lists: []" in log
+    assert "umount: -1" in log and "hidden lists after umount: []" in log  # no capabilities
+    assert "write: refused" in log and "read: inputs" in log
+    assert (hidden / "expected_42.pt").read_text() == "the reference's answer"  # untouched
+
+
+def test_a_worker_killed_from_outside_is_told_apart_from_a_crash(tmp_path):
+    marker = f"kg-outside-{uuid.uuid4().hex}"
+    home = tmp_path / "home"
+    home.mkdir()
+    worker = Sandboxed(
+        [sys.executable, "-c", "import sys, time; print('up', flush=True); time.sleep(60)",
+         marker],
+        cwd=home, env=scrubbed_env({}, home), limits=Limits(wall_s=60),
+        log_path=tmp_path / "log.txt",
+    )  # fmt: skip
+    while "up" not in (tmp_path / "log.txt").read_text():
+        if worker.proc.poll() is not None:
+            pytest.fail((tmp_path / "log.txt").read_text())
+        os.sched_yield()
+    inner = [p for p in processes_with(marker) if p != worker.proc.pid]  # not unshare
+    (pid,) = inner or [worker.proc.pid]
+    os.kill(pid, signal.SIGKILL)  # what the kernel's OOM killer does
+    result = worker.wait()
+    assert result.killed_from_outside, (result, (tmp_path / "log.txt").read_text())
+    assert not result.timed_out and not result.rss_exceeded
+
+
+def test_a_worker_that_crashes_on_its_own_is_not_the_machines_fault(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    result = Sandboxed(
+        [sys.executable, "-c", "import os; os.abort()"], cwd=home,
+        env=scrubbed_env({}, home), limits=Limits(wall_s=30), log_path=tmp_path / "log.txt",
+    ).wait()  # fmt: skip
+    assert result.returncode != 0 and not result.killed_from_outside, result
+
+
+def _process(**fields) -> ProcessResult:
+    base = dict(returncode=1, timed_out=False, rss_exceeded=False, wall_s=1.0,
+                peak_rss_bytes=0, log_tail="")  # fmt: skip
+    return ProcessResult(**{**base, **fields})
+
+
+@pytest.mark.parametrize("role", ["prepare", "judge", "candidate"])
+def test_an_outside_kill_is_an_infrastructure_failure_naming_the_oom_killer(role):
+    process = _process(killed_from_outside=True, oom_kills=2, peak_rss_bytes=1 << 20)
+    with pytest.raises(InfraFailure, match=f"{role} worker was killed by SIGKILL.*OOM killer"):
+        check_worker(role, process, None, limit=8 << 30)
+
+
+def test_a_candidate_killed_while_holding_most_of_its_memory_limit_crashed_itself():
+    process = _process(killed_from_outside=True, oom_kills=1, peak_rss_bytes=7 << 30)
+    check_worker("candidate", process, None, limit=8 << 30)  # left to the verdict: crashed
+
+
+def test_a_sandbox_that_cannot_start_is_an_infrastructure_failure():
+    refused = _process(log_tail="unshare: unshare failed: Operation not permitted\n")
+    with pytest.raises(InfraFailure, match="sandbox could not start the judge worker: unshare"):
+        check_worker("judge", refused, None, limit=1 << 30)
+
+
+def test_a_worker_error_that_is_not_the_sandbox_is_left_to_the_caller():
+    check_worker("prepare", _process(log_tail="Traceback ...\nValueError: bad task"), None, 1)

@@ -1,0 +1,88 @@
+"""Memory limits and the device-memory preflight. Standard library and torch only.
+
+Host: each worker may use a fraction of the memory the machine has available (never a fixed
+figure), or what `--max-host-memory` says. Device: before a reference is built, its peak and the
+candidate's are estimated from the task's tensor sizes; a task that cannot fit is refused with
+what it needs and how to shrink it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+HOST_FRACTION = 0.6  # of MemAvailable, per worker: the OS, the parent and other workers need room
+DEVICE_HEADROOM = 0.9  # of free device memory: allocator rounding, CUDA context, workspaces
+
+
+def available_host_bytes() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def host_limit_bytes(max_host_gb: float | None) -> int:
+    """The RSS limit of one worker: the user's figure, else a fraction of available memory."""
+    if max_host_gb is not None:
+        return int(max_host_gb * 2**30)
+    available = available_host_bytes()
+    if available is None:  # not Linux: fall back to physical memory
+        available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return int(available * HOST_FRACTION)
+
+
+def peak_device_estimate(meta: dict) -> int | None:
+    """Bytes the busiest worker holds at once: the candidate, with the parameters, a timing
+    pool of two input sets plus the live set, its outputs and a snapshot of them, and as much
+    again as its outputs for intermediates. The reference and the judge hold less."""
+    inputs, outputs = meta.get("input_bytes"), meta.get("output_bytes")
+    if inputs is None or outputs is None:
+        return None
+    return meta.get("param_bytes", 0) + 3 * inputs + 3 * outputs
+
+
+def check_fits(meta: dict, device: str, task) -> None:
+    """Refuse a task whose estimated peak exceeds the device's free memory."""
+    from tools.harness.verdict import TaskError
+
+    needed = peak_device_estimate(meta)
+    free = free_device_bytes(device)
+    if not needed or not free or needed <= DEVICE_HEADROOM * free:
+        return
+    constants = ", ".join(f"{k}={v!r}" for k, v in task.constants.items()) or "none"
+    where = "host memory" if device == "cpu" else device
+    raise TaskError(
+        f"the task needs about {needed / 2**30:.1f} GiB on {where} at its peak (parameters, "
+        f"a timing pool of two input sets and the live one: {meta['input_bytes'] / 2**30:.1f} "
+        f"GiB each, the outputs and room for a kernel's intermediates) but only "
+        f"{free / 2**30:.1f} GiB is free. Shrink it with --set, e.g. halve the largest of its "
+        f"size constants ({constants})."
+    )
+
+
+def free_device_bytes(device: str) -> int | None:
+    if device == "cuda":
+        import torch
+
+        return torch.cuda.mem_get_info()[0]
+    return available_host_bytes()
+
+
+def device_peak_bytes(device: str) -> int | None:
+    if device != "cuda":
+        return None
+    import torch
+
+    return int(torch.cuda.max_memory_allocated())
+
+
+def release(device: str) -> None:
+    """Give freed blocks back, so the next seed (or another process) can have them."""
+    if device == "cuda":
+        import torch
+
+        torch.cuda.empty_cache()
