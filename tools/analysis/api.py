@@ -18,6 +18,7 @@ from tools.analysis import ANALYSIS_VERSION
 from tools.harness.cache import EvalCache
 from tools.harness.config import EvalConfig
 from tools.harness.evaluate import Evaluation, WorkerRun
+from tools.harness.infra import retried
 from tools.harness.verdict import TaskError
 from tools.task import TaskSource
 
@@ -49,12 +50,15 @@ def analyze_task(
     if (hit := cache.get(key)) is not None:
         return hit
     config = EvalConfig(dsl="cpp", device=device, sets=task.sets, timeout_s=timeout_s)
-    ev = Evaluation(task, Path(os.devnull), config)
-    try:
-        run = ev.worker(ROLE, {"device": device}, private=ev.base_spec())
-    finally:
-        ev.close()
-    analysis = _analysis(run, task, timeout_s)
+
+    def attempt():
+        ev = Evaluation(task, Path(os.devnull), config)
+        try:
+            return ev.worker(ROLE, {"device": device}, private=ev.base_spec())
+        finally:
+            ev.close()
+
+    analysis = _analysis(retried(attempt), task, timeout_s)
     cache.put(key, analysis)
     return copy.deepcopy(analysis)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from tools.dsl import get_adapter
 from tools.harness.config import EvalConfig
 from tools.harness.evaluate import Evaluation, _prepare_meta, _read_kernel
+from tools.harness.infra import retried
 from tools.harness.reference import verification_seeds
 from tools.harness.static_gate import run_static_checks
 from tools.harness.verdict import UsageError
@@ -36,30 +37,27 @@ def compile_only(
     if static is not None:
         return {"ok": False, "target": target, "stage": static.check, "message": static.message()}
     seed = verification_seeds(1)[0]
-    ev = Evaluation(task, kernel, config)
-    try:
-        prep_dir = ev.dir / "prepare"
-        prep = ev.worker(
-            "prepare",
-            {"seeds": [seed], "inputs_dir": str(prep_dir), "validate": False},
-            private=ev.base_spec(),
-        )
-        _prepare_meta(prep, task)
-        run = ev.worker(
-            "compile",
-            {
-                "dsl": dsl,
-                "kernel": str(kernel.resolve()),
-                "target": target,
-                "inputs_dir": str(prep_dir),
-                "seed": seed,
-            },
-        )
-    finally:
-        ev.close()
+
+    def attempt():
+        ev = Evaluation(task, kernel, config)
+        try:
+            prep_dir = ev.dir / "prepare"
+            prep = ev.worker(
+                "prepare",
+                {"seeds": [seed], "inputs_dir": str(prep_dir), "validate": False},
+                private=ev.base_spec(),
+            )
+            _prepare_meta(prep, task)
+            spec = {"dsl": dsl, "kernel": str(kernel.resolve()), "target": target,
+                    "inputs_dir": str(prep_dir), "seed": seed}  # fmt: skip
+            return ev.worker("compile", spec), ev.phases.get("compile")
+        finally:
+            ev.close()
+
+    run, seconds = retried(attempt)
     result = run.result or {}
     if "compile" in result:
-        return {**result["compile"], "stage": "compile", "seconds": ev.phases.get("compile")}
+        return {**result["compile"], "stage": "compile", "seconds": seconds}
     detail = result.get("error") or run.process.log_tail[-1500:]
     if run.process.timed_out:
         detail = f"timed out after {run.process.wall_s:.0f} s"

@@ -65,8 +65,13 @@ class EvalConfig:
 
 
 def cache_key(code: str, task_hash: str, config: EvalConfig) -> str:
+    """A verdict's key: the code, the task, the settings, and the machine that measured it
+    (caches sit in homes that clusters share between machines)."""
+    from tools.harness.machine import fingerprint
+
     digest = hashlib.sha256()
     digest.update(hashlib.sha256(code.encode()).digest())
     digest.update(task_hash.encode())
     digest.update(json.dumps(config.key_material(), sort_keys=True, default=repr).encode())
+    digest.update(json.dumps(fingerprint(config.device), sort_keys=True).encode())
     return digest.hexdigest()[:32]

@@ -27,13 +27,13 @@ from tools.harness.config import EvalConfig, cache_key
 from tools.harness.exchange import read_json, work_root, write_json
 from tools.harness.extra_shapes import check_extra_shapes
 from tools.harness.fifo_clock import FifoClock
-from tools.harness.infra import ATTEMPTS, InfraFailure, check_worker, give_up_message
+from tools.harness.infra import check_worker, retried
 from tools.harness.memory import host_limit_bytes
 from tools.harness.reference import pool_seeds, reference_seeds, verification_seeds
 from tools.harness.refstore import RefEntry, ReferenceStore, ephemeral_entry, store_key
 from tools.harness.sandbox import Limits, ProcessResult, Sandboxed, isolation, scrubbed_env
 from tools.harness.static_gate import run_static_checks
-from tools.harness.verdict import HarnessError, TaskError, UsageError, Verdict
+from tools.harness.verdict import TaskError, UsageError, Verdict
 from tools.task import TaskSource
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -200,17 +200,16 @@ def _run_workers(
     task: TaskSource, kernel: Path, config: EvalConfig, adapter, use_cache: bool = True
 ) -> Verdict:
     """One evaluation, tried again when the machine (not the task or kernel) failed it."""
-    failure = None
-    for _ in range(ATTEMPTS):
+
+    def attempt() -> Verdict:
         ev = Evaluation(task, kernel, config)
         try:
             with _reference(ev, config, use_cache) as (store, entry):
                 return _evaluate(ev, store, entry, adapter)
-        except InfraFailure as exc:
-            failure = exc
         finally:
             ev.close()
-    raise HarnessError(give_up_message(failure))
+
+    return retried(attempt)
 
 
 @contextlib.contextmanager

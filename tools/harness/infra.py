@@ -8,7 +8,13 @@ names the cause.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from tools.harness.sandbox import ProcessResult
+from tools.harness.verdict import HarnessError
+
+T = TypeVar("T")
 
 ATTEMPTS = 2
 SANDBOX_TOOLS = ("unshare:", "setpriv:", "mount:", "kg-sandbox:")
@@ -43,7 +49,18 @@ def killer(process: ProcessResult) -> str:
     return "no OOM kill was recorded; another process or an administrator sent it"
 
 
-def give_up_message(failure: InfraFailure) -> str:
+def retried(attempt: Callable[[], T]) -> T:
+    """`attempt()`, again when the machine failed it; a HarnessError once that persists."""
+    failure = None
+    for _ in range(ATTEMPTS):
+        try:
+            return attempt()
+        except InfraFailure as exc:
+            failure = exc
+    raise HarnessError(give_up_message(failure))
+
+
+def give_up_message(failure: InfraFailure | None) -> str:
     return (
         f"{failure} (tried {ATTEMPTS} times). This is the machine, not the task or the "
         f"kernel: free host memory (fewer jobs at once) or lower --max-host-memory, then try "
