@@ -117,3 +117,32 @@ def test_a_sandbox_that_cannot_start_is_an_infrastructure_failure():
 
 def test_a_worker_error_that_is_not_the_sandbox_is_left_to_the_caller():
     check_worker("prepare", _process(log_tail="Traceback ...\nValueError: bad task"), None, 1)
+
+
+def test_a_device_held_by_others_is_the_machines_problem_and_too_small_is_the_tasks(
+    monkeypatch,
+):
+    from tools.harness import memory
+    from tools.harness.verdict import TaskError
+
+    class Task:
+        constants = {"N": 4096}
+
+    meta = {"input_bytes": 10 << 30, "output_bytes": 10 << 30, "param_bytes": 0}  # 60 GiB
+    monkeypatch.setattr(memory, "free_device_bytes", lambda device: 20 << 30)
+    monkeypatch.setattr(memory, "total_device_bytes", lambda device: 80 << 30)
+    with pytest.raises(memory.DeviceBusy, match="other processes hold all but 20.0 GiB"):
+        memory.check_fits(meta, "cuda", Task())
+    monkeypatch.setattr(memory, "total_device_bytes", lambda device: 40 << 30)
+    with pytest.raises(TaskError, match=r"needs about 60.0 GiB.*--set.*N=4096"):
+        memory.check_fits(meta, "cuda", Task())
+    with pytest.raises(InfraFailure, match="could not go on: busy"):
+        check_worker("prepare", _process(returncode=0), {"machine_error": "busy"}, 1 << 30)
+
+
+def test_the_host_limit_is_a_share_of_available_memory_unless_given(monkeypatch):
+    from tools.harness import memory
+
+    monkeypatch.setattr(memory, "available_host_bytes", lambda: 100 << 30)
+    assert memory.host_limit_bytes(None) == int((100 << 30) * memory.HOST_FRACTION)
+    assert memory.host_limit_bytes(2.5) == int(2.5 * 2**30)

@@ -29,6 +29,8 @@ class InfraFailure(Exception):
 
 def check_worker(role: str, process: ProcessResult, result: dict | None, limit: int) -> None:
     """Raise InfraFailure when `role`'s worker failed because of the machine."""
+    if result and result.get("machine_error"):
+        raise InfraFailure(f"the {role} worker could not go on: {result['machine_error']}")
     if process.killed_from_outside:
         if role == "candidate" and process.peak_rss_bytes >= OWN_MEMORY_SHARE * limit:
             return  # its own appetite: assemble reports it as the candidate's crash

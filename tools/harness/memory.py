@@ -45,6 +45,11 @@ def peak_device_estimate(meta: dict) -> int | None:
     return meta.get("param_bytes", 0) + 3 * inputs + 3 * outputs
 
 
+class DeviceBusy(Exception):
+    """The task would fit the device, but others hold the memory it needs: the machine's
+    problem, not the task's (the harness retries, then reports a resumable harness error)."""
+
+
 def check_fits(meta: dict, device: str, task) -> None:
     """Refuse a task whose estimated peak exceeds the device's free memory."""
     from tools.harness.verdict import TaskError
@@ -53,8 +58,15 @@ def check_fits(meta: dict, device: str, task) -> None:
     free = free_device_bytes(device)
     if not needed or not free or needed <= DEVICE_HEADROOM * free:
         return
-    constants = ", ".join(f"{k}={v!r}" for k, v in task.constants.items()) or "none"
+    total = total_device_bytes(device)
     where = "host memory" if device == "cpu" else device
+    if total and needed <= DEVICE_HEADROOM * total:
+        raise DeviceBusy(
+            f"the task needs about {needed / 2**30:.1f} GiB on {where} and would fit, but other "
+            f"processes hold all but {free / 2**30:.1f} GiB of its {total / 2**30:.1f} GiB. "
+            f"Run fewer jobs on this device at once"
+        )
+    constants = ", ".join(f"{k}={v!r}" for k, v in task.constants.items()) or "none"
     raise TaskError(
         f"the task needs about {needed / 2**30:.1f} GiB on {where} at its peak (parameters, "
         f"a timing pool of two input sets and the live one: {meta['input_bytes'] / 2**30:.1f} "
@@ -64,12 +76,37 @@ def check_fits(meta: dict, device: str, task) -> None:
     )
 
 
+def check_disk(meta: dict, seeds: int, folders: list[Path]) -> None:
+    """The reference's inputs and outputs for every seed must fit the disk they go to."""
+    inputs, outputs = meta.get("input_bytes"), meta.get("output_bytes")
+    if inputs is None or outputs is None:
+        return
+    needed = seeds * (inputs + outputs) * 1.05
+    stats = os.statvfs(folders[0])
+    free = stats.f_bavail * stats.f_frsize
+    if needed > free:
+        raise DeviceBusy(
+            f"the task's reference ({seeds} seeds of inputs and outputs) needs about "
+            f"{needed / 2**30:.1f} GiB on the disk of {folders[0]} but {free / 2**30:.1f} GiB "
+            f"is free. Free some disk, point KERNELGRAPH_CACHE_DIR at a larger one, or use "
+            f"--no-cache"
+        )
+
+
 def free_device_bytes(device: str) -> int | None:
     if device == "cuda":
         import torch
 
         return torch.cuda.mem_get_info()[0]
     return available_host_bytes()
+
+
+def total_device_bytes(device: str) -> int | None:
+    if device == "cuda":
+        import torch
+
+        return torch.cuda.mem_get_info()[1]
+    return None  # on the host, what others hold is not ours to count
 
 
 def device_peak_bytes(device: str) -> int | None:

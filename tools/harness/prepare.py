@@ -19,7 +19,7 @@ from tools.harness import reference as ref
 from tools.harness.compare import compare, fingerprint, is_constant
 from tools.harness.config import PRECISIONS
 from tools.harness.exchange import as_output_list, load_values, read_message, save_values
-from tools.harness.memory import check_fits, device_peak_bytes, release
+from tools.harness.memory import check_disk, check_fits, device_peak_bytes, release
 from tools.harness.stopwatch import watch
 from tools.harness.verdict import TaskError
 from tools.task import TaskSource
@@ -41,6 +41,7 @@ def run(spec: dict) -> dict:
         with watch.stage("estimate"):
             meta.update(estimate_on_meta(module))
             check_fits(meta, device, task)
+            check_disk(meta, len(spec["seeds"]), [inputs_dir])
 
     with watch.stage("inputs"):
         init_inputs = _call(lambda: ref.make_init_inputs(module), "get_init_inputs()", task)

@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 
 from tools.harness.exchange import read_json, write_json
+from tools.harness.memory import DeviceBusy
 from tools.harness.stopwatch import watch
 from tools.harness.verdict import TaskError
 
@@ -44,6 +45,8 @@ def main(argv: list[str]) -> int:
         result = role_module.run(spec)
     except TaskError as exc:
         result = {"task_error": str(exc)}
+    except DeviceBusy as exc:  # the machine's problem: the parent retries
+        result = {"machine_error": str(exc)}
     except Exception as exc:  # noqa: BLE001 - reported to the parent as data
         result = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
     result["stages_s"] = {"startup": round(startup_s, 4), **watch.seconds}
