@@ -221,7 +221,7 @@ def evaluations(db: Path, run_id: str) -> list[dict[str, Any]]:
                     "cached_verdict": bool(verdict.get("cached")),
                     "reference": verdict.get("reference") or {},
                     "wall_s": round(sum(phases.get(k, 0.0) for k in WORKERS), 2),
-                    "phases_s": {k: phases[k] for k in WORKERS if k in phases},
+                    "phases_s": phases,
                     "peak_host_gib": gib(
                         max((memory.get("peak_host_bytes") or {}).values(), default=None)
                     ),  # fmt: skip

@@ -53,7 +53,7 @@ def test_the_second_candidate_reuses_the_reference_and_its_baseline(cases, tmp_p
     assert len(entries(store_root)) == 1
     (key,) = entries(store_root)
     assert sorted(p.name for p in (store_root / "expected" / key).iterdir()) == [
-        "expected_42.pt", "expected_43.pt"
+        "expected_42.tf", "expected_43.tf"
     ]  # fmt: skip
 
 
@@ -95,10 +95,10 @@ def test_eviction_keeps_the_entry_in_use_and_removes_the_oldest(tmp_path):
     store = refstore.ReferenceStore(tmp_path / "refs")
     for key in ("old", "kept"):
         with store.using(key) as entry:
-            (entry.inputs_dir / "inputs_1.pt").write_bytes(b"x" * 1000)
+            (entry.inputs_dir / "inputs_1.tf").write_bytes(b"x" * 1000)
             entry.seal({"ok": True})
     with store.using("busy") as busy:
-        (busy.inputs_dir / "inputs_1.pt").write_bytes(b"x" * 1000)
+        (busy.inputs_dir / "inputs_1.tf").write_bytes(b"x" * 1000)
         busy.seal({"ok": True})
         removed = store.evict(keep="kept", budget_bytes=0)
     assert removed == ["old"]  # "busy" was in use, "kept" is the caller's

@@ -18,9 +18,10 @@ from tools.dsl import LaunchCounter, get_adapter
 from tools.harness import guards
 from tools.harness import reference as ref
 from tools.harness.config import PRECISIONS
-from tools.harness.exchange import as_output_list, load_values, read_message, save_values
+from tools.harness.exchange import as_output_list, read_message
 from tools.harness.memory import device_peak_bytes, release
 from tools.harness.stopwatch import watch
+from tools.harness.tensorfile import load_values, save_values
 from tools.harness.timing import time_loop
 from tools.harness.verdict import (
     COMPILE_ERROR,
@@ -64,7 +65,7 @@ def _run(spec: dict, checks: list[Check], report: dict) -> None:
     if not go:
         raise CandidateFailure(CRASHED, "setup", "the harness stopped before the inputs were ready")
     spec.update(go)
-    init_inputs = load_values(in_dir / "init.pt")
+    init_inputs = load_values(in_dir / "init.tf")
     with watch.stage("compile"):
         model = _stage(adapter, "compile", lambda: _load(adapter, spec, init_inputs, precision))
     checks.append(Check(CheckName.COMPILE, True, "imported and constructed ModelNew"))
@@ -108,8 +109,8 @@ def _verify(spec, model, adapter, counter, recorder, checks, report) -> bool:
         report["changed_inputs"] = report.get("changed_inputs", []) + [
             [seed, j] for j in guards.changed_inputs(before, inputs)
         ]
-        save_values(outputs, out_dir / f"outputs_{seed}.pt")
-        report["outputs"][str(seed)] = f"outputs_{seed}.pt"
+        save_values(outputs, out_dir / f"outputs_{seed}.tf")
+        report["outputs"][str(seed)] = f"outputs_{seed}.tf"
         del inputs, outputs
         release(device)
     report["ops"] = dict(recorder.ops)
@@ -117,9 +118,9 @@ def _verify(spec, model, adapter, counter, recorder, checks, report) -> bool:
 
 
 def _inputs(spec: dict, seed: int) -> list[Any]:
-    """One seed's inputs on the device; the file is mapped, not copied, on the host."""
-    host = load_values(Path(spec["inputs_dir"]) / f"inputs_{seed}.pt")
-    return ref.device_inputs(host, spec["device"], PRECISIONS[spec["precision"]])
+    """One seed's inputs, streamed from the file to the device (no host copy is kept)."""
+    values = load_values(Path(spec["inputs_dir"]) / f"inputs_{seed}.tf", spec["device"])
+    return ref.device_inputs(values, spec["device"], PRECISIONS[spec["precision"]])
 
 
 def _load(adapter, spec: dict, init_inputs: list, precision) -> torch.nn.Module:
@@ -129,7 +130,7 @@ def _load(adapter, spec: dict, init_inputs: list, precision) -> torch.nn.Module:
         raise CandidateFailure(COMPILE_ERROR, "compile", "the kernel file defines no ModelNew")
     model = ref.build_model(model_class, init_inputs, spec["device"], precision, spec["training"])
     if spec.get("share_weights"):  # opt-in; KernelBench's protocol shares nothing
-        share_reference_state(model, dict(load_values(Path(spec["inputs_dir"]) / "state.pt")))
+        share_reference_state(model, dict(load_values(Path(spec["inputs_dir"]) / "state.tf")))
     return model
 
 
@@ -195,8 +196,8 @@ def _profile(spec, model, adapter, counter, device, out_dir, report) -> None:
     report["timing_launches"] = counter.count - launches_before
     last_outputs = as_output_list(last)
     if guards.plain_tensor_problem(last_outputs) is None:
-        save_values(last_outputs, out_dir / "outputs_timing.pt")
-        report["timing_output"] = "outputs_timing.pt"
+        save_values(last_outputs, out_dir / "outputs_timing.tf")
+        report["timing_output"] = "outputs_timing.tf"
         report["timing_output_seed"] = pool_seeds[(timing.iterations - 1) % len(pool)]
 
 

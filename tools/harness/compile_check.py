@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from tools.dsl import get_adapter
-from tools.harness.exchange import load_values
+from tools.harness.tensorfile import load_values
 
 
 def run(spec: dict) -> dict:
     adapter = get_adapter(spec["dsl"])
     in_dir = Path(spec["inputs_dir"])
-    init_inputs = load_values(in_dir / "init.pt")
-    inputs = load_values(in_dir / f"inputs_{spec['seed']}.pt")
+    init_inputs = load_values(in_dir / "init.tf")
+    inputs = load_values(in_dir / f"inputs_{spec['seed']}.tf")
     report = adapter.compile_check(Path(spec["kernel"]), spec["target"], init_inputs, inputs)
     return {"compile": report.__dict__}

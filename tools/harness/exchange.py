@@ -1,8 +1,8 @@
-"""Passing data between harness processes. Standard library and torch only.
+"""Passing messages between harness processes. Standard library and torch only.
 
-Tensors travel as files in the evaluation's work directory, which lives in /dev/shm (shared
-memory) where there is one, and are loaded with `mmap=True, weights_only=True`: no copy through
-a pipe, and a hostile writer cannot make the loader run code.
+Specs and results are JSON files, private parts of a spec travel through the worker's stdin,
+and tensors are tensor files (tools/harness/tensorfile.py) in the evaluation's work directory,
+which lives in /dev/shm (shared memory) where there is room.
 """
 
 from __future__ import annotations
@@ -28,25 +28,6 @@ def work_root() -> Path:
         if stats.f_bavail * stats.f_frsize > 8 << 30:
             return shm
     return Path(tempfile.gettempdir())
-
-
-def save_values(values: Any, path: Path) -> None:
-    """Save a list of tensors / plain values (moved to CPU) atomically."""
-    tmp = path.with_suffix(".partial")
-    torch.save(to_cpu(values), tmp)
-    os.replace(tmp, path)
-
-
-def load_values(path: Path) -> Any:
-    return torch.load(path, map_location="cpu", mmap=True, weights_only=True)
-
-
-def to_cpu(values: Any) -> Any:
-    if isinstance(values, torch.Tensor):
-        return values.detach().to("cpu")
-    if isinstance(values, list | tuple):
-        return type(values)(to_cpu(v) for v in values)
-    return values
 
 
 def to_device(values: Any, device: str, dtype: str | None = None) -> Any:

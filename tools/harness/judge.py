@@ -27,9 +27,10 @@ from tools.harness.compare import (
 )
 from tools.harness.config import PRECISIONS
 from tools.harness.env_info import collect_env
-from tools.harness.exchange import as_output_list, load_values, read_message
+from tools.harness.exchange import as_output_list, read_message
 from tools.harness.memory import device_peak_bytes, release
 from tools.harness.stopwatch import watch
+from tools.harness.tensorfile import load_values
 from tools.harness.timing import time_loop
 from tools.task import TaskSource
 
@@ -109,16 +110,15 @@ def _trusted_inputs(module, seed: int, spec: dict) -> list[Any]:
     """Inputs from the store (read-only to candidates) or regenerated from the seed."""
     precision = PRECISIONS[spec["precision"]]
     if spec.get("expected_dir"):  # the store is in use, so its inputs are protected too
-        host = load_values(Path(spec["inputs_dir"]) / f"inputs_{seed}.pt")
+        values = load_values(Path(spec["inputs_dir"]) / f"inputs_{seed}.tf", spec["device"])
     else:
-        host = ref.make_inputs(module, seed)
-    return ref.device_inputs(host, spec["device"], precision)
+        values = ref.make_inputs(module, seed)
+    return ref.device_inputs(values, spec["device"], precision)
 
 
 def _expected(module, model, seed: int, spec: dict) -> list[torch.Tensor]:
     if spec.get("expected_dir"):
-        stored = load_values(Path(spec["expected_dir"]) / f"expected_{seed}.pt")
-        return ref.to_device_list(stored, spec["device"])
+        return list(load_values(Path(spec["expected_dir"]) / f"expected_{seed}.tf", spec["device"]))
     with torch.no_grad():
         return as_output_list(model(*_trusted_inputs(module, seed, spec)))
 
@@ -128,7 +128,7 @@ def _judge_one(module, model, seed, path: Path, spec: dict, kind: str) -> dict[s
     expected = _expected(module, model, seed, spec)
     entry: dict[str, Any] = {"seed": seed, "kind": kind, "passed": False}
     try:
-        got = load_values(path)
+        got = load_values(path, spec["device"])
     except Exception as exc:  # noqa: BLE001 - the file is the candidate's; anything may be wrong
         entry["message"] = f"the candidate's outputs cannot be read as tensors: {exc}"
         entry["check"] = "output_type"

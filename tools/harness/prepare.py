@@ -18,9 +18,10 @@ from tools import roofline
 from tools.harness import reference as ref
 from tools.harness.compare import compare, fingerprint, is_constant
 from tools.harness.config import PRECISIONS
-from tools.harness.exchange import as_output_list, load_values, read_message, save_values
+from tools.harness.exchange import as_output_list, read_message
 from tools.harness.memory import check_disk, check_fits, device_peak_bytes, release
 from tools.harness.stopwatch import watch
+from tools.harness.tensorfile import load_values, save_values
 from tools.harness.verdict import TaskError
 from tools.task import TaskSource
 
@@ -45,11 +46,11 @@ def run(spec: dict) -> dict:
 
     with watch.stage("inputs"):
         init_inputs = _call(lambda: ref.make_init_inputs(module), "get_init_inputs()", task)
-        save_values(init_inputs, inputs_dir / "init.pt")
+        save_values(init_inputs, inputs_dir / "init.tf")
     if not spec.get("validate", True):  # inputs only (a compile check needs no reference)
         for seed in spec["seeds"]:
             inputs = _call(lambda s=seed: ref.make_inputs(module, s), "get_inputs()", task)
-            save_values(inputs, inputs_dir / f"inputs_{seed}.pt")
+            save_values(inputs, inputs_dir / f"inputs_{seed}.tf")
         return {"ok": True, "meta": meta}
 
     with watch.stage("reference"):
@@ -58,7 +59,7 @@ def run(spec: dict) -> dict:
             "Model(*get_init_inputs())",
             task,
         )
-        save_values([[k, v] for k, v in model.state_dict().items()], inputs_dir / "state.pt")
+        save_values([[k, v] for k, v in model.state_dict().items()], inputs_dir / "state.tf")
         build = _ReferenceBuild(module, model, task, spec, inputs_dir, expected_dir)
         for seed in spec["seeds"]:
             build.seed(seed)
@@ -84,7 +85,7 @@ class _ReferenceBuild:
     def seed(self, seed: int) -> None:
         first = not self.prints
         host = _call(lambda: ref.make_inputs(self.module, seed), "get_inputs()", self.task)
-        save_values(host, self.inputs_dir / f"inputs_{seed}.pt")
+        save_values(host, self.inputs_dir / f"inputs_{seed}.tf")
         inputs = ref.device_inputs(host, self.device, self.precision)
         del host  # the device copy is the only one kept
         before = [fingerprint(x) if isinstance(x, torch.Tensor) else x for x in inputs]
@@ -97,14 +98,16 @@ class _ReferenceBuild:
             self._first_seed_checks(seed, outputs)
         self.prints.append([fingerprint(o) for o in outputs])
         if self.expected_dir is not None:
-            save_values(outputs, self.expected_dir / f"expected_{seed}.pt")
+            save_values(outputs, self.expected_dir / f"expected_{seed}.tf")
         del outputs
         release(self.device)
 
     def _first_seed_checks(self, seed: int, outputs: list[torch.Tensor]) -> None:
         """Determinism (the same call twice), degenerate outputs, dtypes and shapes."""
         again_inputs = ref.device_inputs(
-            load_values(self.inputs_dir / f"inputs_{seed}.pt"), self.device, self.precision
+            load_values(self.inputs_dir / f"inputs_{seed}.tf", self.device),
+            self.device,
+            self.precision,
         )
         again = _forward(self.model, again_inputs, self.task, self.device)
         del again_inputs
@@ -151,7 +154,7 @@ class _ReferenceBuild:
 
 
 def _input_dtypes(inputs_dir: Path) -> set[str]:
-    first = sorted(inputs_dir.glob("inputs_*.pt"))[:1]
+    first = sorted(inputs_dir.glob("inputs_*.tf"))[:1]
     values = load_values(first[0]) if first else []
     return {str(v.dtype).removeprefix("torch.") for v in values if isinstance(v, torch.Tensor)}
 

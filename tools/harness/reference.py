@@ -79,11 +79,6 @@ def device_inputs(inputs: list[Any], device: str, precision: Precision) -> list[
     return to_device(list(inputs), device, precision.dtype)
 
 
-def to_device_list(values: list[Any], device: str) -> list[Any]:
-    """Stored reference outputs, already in the precision they were computed in."""
-    return to_device(list(values), device)
-
-
 def synchronize(device: str) -> None:
     if device == "cuda":
         torch.cuda.synchronize()
