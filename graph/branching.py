@@ -4,7 +4,9 @@ The checkpoint is copied into a new thread (the new run's id), so the branch sta
 state at that step, best so far included, while its budgets count anew. A branch that changes
 the DSL or the device cannot reuse candidates written for the old one: it starts from the
 nearest earlier checkpoint where the coder (or an earlier node) runs next, with the old
-candidates and best dropped from its state.
+candidates and best dropped from its state. The run's baseline (eager and torch.compile times)
+is kept too, unless the branch changes what is timed (sizes, precision, threads, device): then
+the baseline and the best, measured under the old settings, are dropped and measured anew.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from state.checkpoint import open_checkpointer
 from state.config import RunConfig
 
 RESTARTING = ("dsl", "device")  # settings that make old candidates meaningless
+RETIMING = ("sets", "precision", "threads", "device")  # settings that change every timing
+FRESH_TIMES = {"baseline": None, "best": None, "plateau": 0}
 FRESH_CODER = {
     "best": None,
     "candidate_id": None,
@@ -51,13 +55,15 @@ def branch(
     saver = open_checkpointer(store)
     points = checkpoint_list(compile_graph(saver), run_id)
     chosen = _find(points, from_step, run_id)
-    restart = any(getattr(new_config, k) != getattr(config, k) for k in RESTARTING)
+    restart = _changed(config, new_config, RESTARTING)
     if restart:
         chosen = _before_coder(points, chosen)
     source = saver.get_tuple(chosen.config)
     checkpoint = dict(source.checkpoint)
-    if restart:
-        checkpoint["channel_values"] = {**checkpoint["channel_values"], **FRESH_CODER}
+    fresh = (FRESH_CODER if restart else {}) | (
+        FRESH_TIMES if _changed(config, new_config, RETIMING) else {}
+    )
+    checkpoint["channel_values"] = {**checkpoint["channel_values"], **fresh}
     new_id = store.create_run(
         kind="run",
         task_path=row["task_path"],
@@ -74,6 +80,10 @@ def branch(
     if on_start:
         on_start(new_id)
     return _drive(store, new_id, RunConfig.model_validate(new_config), None, progress)
+
+
+def _changed(old: RunConfig, new: RunConfig, names: tuple[str, ...]) -> bool:
+    return any(getattr(new, name) != getattr(old, name) for name in names)
 
 
 def _find(points, from_step: str, run_id: str):

@@ -2,7 +2,8 @@
 
 Contracts: with --json, stdout carries exactly one JSON object on one line, last; everything else
 goes to stderr. Exit codes for evaluate: 0 passed, 1 any other verdict, 2 bad usage or an invalid
-task; for the agent commands see graph/cli_run.py.
+task, 3 the harness failed (the machine, not the task or the kernel: try again); for the agent
+commands see graph/cli_run.py.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 import sqlite3
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -22,16 +23,19 @@ from sqlalchemy.exc import DatabaseError as SQLAlchemyDatabaseError
 from graph.cli_options import (
     DslOpt,
     KernelArg,
+    MaxHostMemoryOpt,
     PolicyOpt,
     SetOpt,
+    ShareWeightsOpt,
     TaskArg,
     app,
     default_device,
     err,
 )
 from graph.report import render_compile, render_verdict
+from graph.summary import sentences
 from tools.harness.config import EvalConfig
-from tools.harness.verdict import TaskError, UsageError
+from tools.harness.verdict import HarnessError, TaskError, UsageError
 from tools.task import TaskSource, parse_sets
 
 
@@ -65,6 +69,8 @@ def evaluate(
     threads: Annotated[
         int, typer.Option(help="CPU threads for kernel and eager alike (0: all cores).")
     ] = 0,
+    max_host_memory: MaxHostMemoryOpt = None,
+    share_weights: ShareWeightsOpt = False,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Evaluate again even if cached.")
     ] = False,
@@ -94,6 +100,8 @@ def evaluate(
         profile=not no_profile,
         timeout_s=timeout,
         threads=threads,
+        max_host_gb=max_host_memory,
+        share_weights=share_weights,
     )
     with err.status(f"evaluating {kernel} ({dsl} on {config.device})"):
         verdict = run_evaluation(task, kernel, config, use_cache=not no_cache)
@@ -169,11 +177,10 @@ def main() -> None:
         sys.exit(code if isinstance(code, int) else 0)
     except (TaskError, UsageError, RunError, ValidationError) as exc:
         message = _validation_message(exc) if isinstance(exc, ValidationError) else str(exc)
-        err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
-        if "--json" in sys.argv:  # the JSON contract holds for errors too
-            kind = {TaskError: "invalid_task", RunError: "run"}.get(type(exc), "usage")
-            print(json.dumps({"error": message, "kind": kind}))
-        sys.exit(2)
+        _fail(message, {TaskError: "invalid_task", RunError: "run"}.get(type(exc), "usage"), 2)
+    except HarnessError as exc:  # the machine's fault: trying again may well work
+        what = f"the harness failed (the machine, not the task or the kernel): {exc}"
+        _fail(sentences(what, "Try again, on a less loaded machine if it repeats."), "harness", 3)
     except (sqlite3.DatabaseError, SQLAlchemyDatabaseError) as exc:
         first = str(getattr(exc, "orig", None) or exc).splitlines()[0]
         message = (
@@ -181,10 +188,7 @@ def main() -> None:
             f"it, wait and try again; if the file is corrupt, move it aside or point --db / "
             f"KERNELGRAPH_DB at another file."
         )
-        err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
-        if "--json" in sys.argv:
-            print(json.dumps({"error": message, "kind": "database"}))
-        sys.exit(2)
+        _fail(message, "database", 2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
@@ -206,6 +210,13 @@ def main() -> None:
             highlight=False,
         )
         sys.exit(3)
+
+
+def _fail(message: str, kind: str, code: int) -> NoReturn:
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    if "--json" in sys.argv:  # the JSON contract holds for errors too
+        print(json.dumps({"error": message, "kind": kind}))
+    sys.exit(code)
 
 
 def _validation_message(exc) -> str:

@@ -33,6 +33,25 @@ SetOpt = Annotated[
     ),
 ]
 
+MaxHostMemoryOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--max-host-memory",
+        metavar="GB",
+        min=0.001,
+        help="Host memory limit per harness worker, GB (default: a share of this machine's).",
+    ),
+]
+ShareWeightsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--share-weights",
+        help="Load the reference's weights into ModelNew (for kernels that will load trained "
+        "weights). Default: KernelBench's protocol, each model initialises its own under the "
+        "same seed.",
+    ),
+]
+
 
 def default_device() -> str:
     import torch

@@ -2,8 +2,9 @@
 delete, unlock.
 
 --json: the last line of stdout is one JSON object (a list for `runs` and `history`); all else
-goes to stderr. Exit codes: 0 verified, 1 no verified kernel, 2 bad usage or input, 3 a
-resumable stop (awaiting approval, interrupted, endpoint down).
+goes to stderr. Exit codes: 0 verified, 1 no verified kernel, 2 bad usage or input (a run that
+ends `task_error` included: its task cannot be used, resuming cannot help), 3 a resumable stop
+(awaiting approval, interrupted: Ctrl-C, endpoint down, a harness failure).
 """
 
 from __future__ import annotations
@@ -16,7 +17,15 @@ from typing import Annotated
 
 import typer
 
-from graph.cli_options import SetOpt, TaskArg, app, default_device, err
+from graph.cli_options import (
+    MaxHostMemoryOpt,
+    SetOpt,
+    ShareWeightsOpt,
+    TaskArg,
+    app,
+    default_device,
+    err,
+)
 from graph.progress import Progress
 from graph.summary import RunSummary
 from state.config import Limits, ModelConfig, Price, RunConfig
@@ -89,6 +98,14 @@ def run(
         float, typer.Option(help="Wall-clock limit per harness process, s.")
     ] = 300.0,
     threads: Annotated[int, typer.Option(help="CPU threads (0: all cores).")] = 0,
+    max_host_memory: MaxHostMemoryOpt = None,
+    share_weights: ShareWeightsOpt = False,
+    no_cache: Annotated[
+        bool,
+        typer.Option(
+            "--no-cache", help="Evaluate and analyse afresh: nothing cached earlier is used."
+        ),
+    ] = False,
     baseline_compile: Annotated[
         bool | None,
         typer.Option(
@@ -131,9 +148,12 @@ def run(
         policy=policy,
         timeout_s=timeout,
         threads=threads,
+        max_host_gb=max_host_memory,
+        share_weights=share_weights,
         baseline_compile=device.startswith("cuda")
         if baseline_compile is None
         else baseline_compile,
+        no_cache=no_cache,
         approve=approve,
         model=ModelConfig(
             name=name,

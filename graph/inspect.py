@@ -56,33 +56,44 @@ def run_state(store: RunStore, run_id: str):
 
 
 def show(run_id: str, candidate_id: str | None = None, db: Path | None = None) -> dict:
-    """A candidate (default: the best, else the latest) with its code, parent diff and verdict."""
+    """The run (status, baseline, spend) and a candidate (default: the best, else the latest)
+    with its code, parent diff and verdict; `candidate` is None while the run has none."""
     store, row, _ = _open_run(run_id, db)
     state, snapshot = run_state(store, run_id)
+    pending = snapshot.interrupts[0].value["candidate_id"] if snapshot.interrupts else None
+    data = {
+        "run": {k: row[k] for k in ("id", "stop_reason", "dsl", "device")}
+        | {"status": _status(row)},
+        "spend": spend_of(store, run_id),
+        "spend_by_node": node_spend(store, run_id),
+        "baseline": state.baseline.model_dump() if state.baseline else None,
+        "awaiting_approval": bool(snapshot.interrupts),
+        "candidates": [
+            {k: c[k] for k in ("id", "parent_id", "label")}
+            for c in store.candidates_for_run(run_id)
+        ],
+    }
     if candidate_id is None:
-        pending = snapshot.interrupts[0].value["candidate_id"] if snapshot.interrupts else None
         candidate_id = pending or (state.best.candidate_id if state.best else state.candidate_id)
     if candidate_id is None:
-        raise RunError(f"run {run_id} has no candidate yet.")
+        return data | {
+            "candidate": None,
+            "is_best": False,
+            "code": None,
+            "diff": "",
+            "verdict": None,
+        }
     cand = store.get_candidate(candidate_id)
     if cand is None:
         raise RunError(f"no candidate {candidate_id!r}; `kernelgraph show {run_id}` lists them.")
     parent = store.get_candidate(cand["parent_id"]) if cand["parent_id"] else None
     evaluations = store.evaluations_for_candidate(cand["id"])
-    return {
-        "run": {k: row[k] for k in ("id", "status", "stop_reason", "dsl", "device")},
-        "spend": spend_of(store, run_id),
-        "spend_by_node": node_spend(store, run_id),
+    return data | {
         "candidate": {k: cand[k] for k in ("id", "dsl", "parent_id", "label", "created_at")},
         "is_best": bool(state.best and state.best.candidate_id == cand["id"]),
-        "awaiting_approval": bool(snapshot.interrupts),
         "code": cand["code"],
         "diff": _diff(parent, cand),
         "verdict": evaluations[-1]["verdict"] if evaluations else None,
-        "candidates": [
-            {k: c[k] for k in ("id", "parent_id", "label")}
-            for c in store.candidates_for_run(run_id)
-        ],
     }
 
 

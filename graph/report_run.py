@@ -8,9 +8,10 @@ from rich.table import Table
 
 from graph.report import render_verdict
 from graph.summary import RunSummary
+from state.graph_state import Baseline
 from state.models import validate_verdict
 
-STYLE = {"verified": "bold green", "no_verified_kernel": "bold yellow"}
+STYLE = {"verified": "bold green", "no_verified_kernel": "bold yellow", "task_error": "bold red"}
 
 
 def _x(value) -> str:
@@ -64,8 +65,37 @@ def render_history(console: Console, rows: list[dict]) -> None:
     console.print(table)
 
 
+def render_baseline(console: Console, baseline: Baseline) -> None:
+    eager = "—" if baseline.eager_ms is None else f"{baseline.eager_ms:.4f} ms"
+    compiled = "—" if baseline.compile_ms is None else f"{baseline.compile_ms:.4f} ms"
+    cached = " (cached baseline)" if baseline.cached else ""
+    console.print(f"run baseline: eager {eager}, torch.compile {compiled}{cached}", highlight=False)
+
+
+def render_speedups(console: Console, baseline: Baseline, kernel_ms: float) -> None:
+    """The candidate against the run's baseline (its verdict shows what its own evaluation
+    measured; the run compares candidates with these)."""
+    console.print(
+        f"against the run baseline: {_x(baseline.speedup(kernel_ms, 'eager'))} vs eager, "
+        f"{_x(baseline.speedup(kernel_ms, 'compile'))} vs torch.compile",
+        highlight=False,
+    )
+
+
 def render_show(console: Console, data: dict) -> None:
+    run = data["run"]
+    style = STYLE.get(run["status"], "bold cyan")
+    console.print(
+        f"run {run['id']}: [{style}]{run['status']}[/] ({run['stop_reason'] or '—'}), "
+        f"{run['dsl']} on {run['device']}",
+        highlight=False,
+    )
+    if data.get("baseline"):
+        render_baseline(console, Baseline(**data["baseline"]))
     cand = data["candidate"]
+    if cand is None:
+        console.print("no candidate yet")
+        return
     tags = [
         t
         for t, on in (("best", data["is_best"]), ("awaiting approval", data["awaiting_approval"]))
@@ -80,8 +110,13 @@ def render_show(console: Console, data: dict) -> None:
     if data["diff"]:
         console.print("[bold]diff against the parent[/]")
         console.print(Syntax(data["diff"], "diff"))
-    if data["verdict"]:
-        render_verdict(console, validate_verdict(data["verdict"]))
+    verdict = validate_verdict(data["verdict"]) if data["verdict"] else None
+    if verdict is not None:
+        render_verdict(console, verdict)
+    else:
+        console.print("not evaluated (it failed before the verifier)")
+    if data.get("baseline") and verdict and verdict.timing.kernel_ms:
+        render_speedups(console, Baseline(**data["baseline"]), verdict.timing.kernel_ms)
     for node, spend in sorted(data.get("spend_by_node", {}).items()):
         usd = "cost unknown" if spend.get("usd") is None else f"${spend['usd']:.4f}"
         console.print(
@@ -89,5 +124,3 @@ def render_show(console: Console, data: dict) -> None:
             f"{spend['tokens_out']} out, {usd}",
             highlight=False,
         )
-    else:
-        console.print("not evaluated (it failed before the verifier)")

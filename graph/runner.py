@@ -15,13 +15,14 @@ from typing import Any
 from langgraph.types import Command
 
 from graph.build import NODES, compile_graph
+from graph.error_stops import HANDLED, error_stop
 from graph.errors import RunError
 from graph.progress import Progress
 from graph.routes import why_stop
-from graph.summary import STOP_MESSAGES, BestKernel, RunSummary, Spend
+from graph.summary import FINISHED, STOP_MESSAGES, BestKernel, RunSummary, Spend
 from nodes.brain import make_brain
-from nodes.context import RunContext
-from nodes.llm import LLMError, ModelConfigError
+from nodes.context import RunContext, eval_cache_for
+from nodes.llm import ModelConfigError
 from state import run_lock
 from state.checkpoint import open_checkpointer
 from state.config import RunConfig
@@ -29,10 +30,8 @@ from state.graph_state import GraphState
 from state.store import RunStore, open_store
 from tools.dsl import get_adapter
 from tools.harness.config import POLICIES, PRECISIONS
-from tools.harness.verdict import TaskError, UsageError
+from tools.harness.verdict import UsageError
 from tools.task import TaskSource
-
-FINISHED = ("verified", "no_verified_kernel")
 
 
 def validate_config(config: RunConfig) -> None:
@@ -86,6 +85,11 @@ def resume(run_id: str, db: Path | None = None, progress: Progress | None = None
     """Continue a run after a crash, a kill or a stop. Evaluated candidates are not evaluated
     again (their verdicts are cached); a finished run is refused."""
     store, row, config = _open_run(run_id, db)
+    if row["status"] == "task_error":
+        raise RunError(
+            f"run {run_id} ended on a task error, which resuming cannot mend: fix the task "
+            f"file {config.task_path} (or shrink it with --set) and start a new run.",
+        )
     if row["status"] in FINISHED:
         raise RunError(
             f"run {run_id} is finished ({row['status']}, {row['stop_reason']}). To go on, "
@@ -157,6 +161,7 @@ def _drive(
             run_id=run_id,
             brain=brain,
             artifacts=store.path.parent / run_id,
+            eval_cache=eval_cache_for(config),
             on_event=progress.event if progress else (lambda node, text: None),
             active_s_before=row.get("active_s") or 0.0,
             started=started,
@@ -177,7 +182,7 @@ def _drive(
                     for node in update:
                         if node in NODES:
                             progress.step(node, _as_state(values), brain.spend())
-        except (LLMError, TaskError, UsageError, KeyboardInterrupt) as exc:
+        except HANDLED as exc:
             error = exc
         snapshot = app.get_state(_thread(run_id))
         return _summary(store, run_id, config, snapshot, ctx, error)
@@ -209,20 +214,8 @@ def _summary(store, run_id, config, snapshot, ctx, error) -> RunSummary:
             f"reject {run_id} --feedback TEXT, or edit {run_id} --kernel FILE"
         )
     elif error is not None:
-        status = "interrupted"
-        reason = getattr(error, "stop_reason", None) or (
-            "interrupted" if isinstance(error, KeyboardInterrupt) else "task_error"
-        )
-        if isinstance(error, TaskError | UsageError):
-            exit_code = 2
-        elif isinstance(error, LLMError):
-            exit_code = error.exit_code
-        what = "stopped by the user" if isinstance(error, KeyboardInterrupt) else str(error)
-        message = (
-            what
-            if "kernelgraph resume" in what
-            else f"{what}. Continue with: kernelgraph resume {run_id}"
-        )
+        stop = error_stop(error, run_id)
+        status, reason, message, exit_code = stop.status, stop.reason, stop.message, stop.exit_code
     elif snapshot.next:
         status, reason = "interrupted", "interrupted"
         message = f"the run stopped before {snapshot.next[0]}: kernelgraph resume {run_id}"

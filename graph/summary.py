@@ -6,8 +6,16 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-Status = Literal["verified", "no_verified_kernel", "awaiting_approval", "interrupted"]
-EXIT_CODES = {"verified": 0, "no_verified_kernel": 1, "awaiting_approval": 3, "interrupted": 3}
+Status = Literal["verified", "no_verified_kernel", "task_error", "awaiting_approval", "interrupted"]
+# 2: the task cannot be used (nothing to resume); 3: a resumable stop
+EXIT_CODES = {
+    "verified": 0,
+    "no_verified_kernel": 1,
+    "task_error": 2,
+    "awaiting_approval": 3,
+    "interrupted": 3,
+}
+FINISHED = ("verified", "no_verified_kernel", "task_error")  # resume refuses these
 
 
 class BestKernel(BaseModel):
@@ -54,3 +62,11 @@ STOP_MESSAGES = {
     "tuned": "every tuning configuration next to the best kernel was tried",
     "builtin_unsupported": "the builtin model cannot write this task",
 }
+
+
+def sentences(*parts: str) -> str:
+    """Parts joined into one message with one full stop between them (an error's own text may
+    end with one already); the last part keeps its end, so a command there copies cleanly."""
+    texts = [p.strip() for p in parts if p and p.strip()]
+    ended = [t if t.endswith((".", "!", "?")) else t + "." for t in texts[:-1]]
+    return " ".join([*ended, *texts[-1:]])

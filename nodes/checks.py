@@ -103,13 +103,14 @@ def compile_gate(ctx: RunContext, candidate_id: str) -> Verdict | None:
 def run_harness(ctx: RunContext, candidate_id: str, profile: bool) -> tuple[Verdict, str]:
     """Verify (and with `profile`, time) a candidate; returns the verdict and its evaluation id.
 
-    A verdict already in the store for the same code, task and settings is reused as is.
+    A verdict already in the store for the same code, task and settings is reused as is; under
+    --no-cache only this candidate's own (a node re-run after a resume), never another run's.
     """
     config = ctx.config.eval_config(profile=profile)
     task = ctx.task()
     code = candidate_code(ctx, candidate_id)
     key = cache_key(code, task.hash, config)
-    known = ctx.store.find_evaluation(key)
+    known = ctx.store.find_evaluation(key, None if ctx.use_cache else candidate_id)
     if known is not None:
         verdict = validate_verdict(known["verdict"])
         if known["candidate_id"] == candidate_id:
@@ -119,7 +120,10 @@ def run_harness(ctx: RunContext, candidate_id: str, profile: bool) -> tuple[Verd
     what = "profiling" if profile else "verifying"
     ctx.emit("profiler" if profile else "verifier", f"{what} {candidate_id}")
     with device_slot(config.device, exclusive=profile):
-        verdict = evaluate(task.path, candidate_file(ctx, candidate_id), config, ctx.eval_cache)
+        verdict = evaluate(
+            task.path, candidate_file(ctx, candidate_id), config, ctx.eval_cache,
+            use_cache=ctx.use_cache,
+        )  # fmt: skip
     return verdict, ctx.store.record_evaluation(candidate_id, verdict)
 
 

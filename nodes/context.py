@@ -19,6 +19,18 @@ from tools.harness.cache import EvalCache
 from tools.task import TaskSource
 
 
+class UnreadCache(EvalCache):
+    """--no-cache: what this run computes is stored for later runs, nothing stored is read."""
+
+    def get(self, key: str) -> dict | None:
+        return None
+
+
+def eval_cache_for(config: RunConfig) -> EvalCache:
+    """The cache a run's nodes use (compile reports, the task analysis, verdicts)."""
+    return UnreadCache() if config.no_cache else EvalCache()
+
+
 @dataclass
 class RunContext:
     config: RunConfig
@@ -30,6 +42,10 @@ class RunContext:
     eval_cache: EvalCache = field(default_factory=EvalCache)
     active_s_before: float = 0.0  # time spent on this run in earlier sessions
     started: float = field(default_factory=time.monotonic)
+
+    @property
+    def use_cache(self) -> bool:
+        return not self.config.no_cache
 
     def task(self) -> TaskSource:
         return TaskSource.read(self.config.task_path, self.config.sets)

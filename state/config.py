@@ -2,7 +2,8 @@
 
 It is stored with the run (as JSON) so that `resume` rebuilds the same run; `branch --config
 KEY=VALUE` changes one field by its name (see `RunConfig.with_changes`). API keys are never
-part of it: they are read from the environment when a client is made.
+part of it: they are read from the environment when a client is made. A config stored by an
+older kernelgraph lacks the newer fields: they take their defaults.
 """
 
 from __future__ import annotations
@@ -79,7 +80,10 @@ class RunConfig(BaseModel):
     policy: str = "strict"
     timeout_s: float = Field(300.0, gt=0)
     threads: int = 0
+    max_host_gb: float | None = Field(None, gt=0)  # per harness worker; None: the harness decides
+    share_weights: bool = False  # ModelNew gets the reference's weights (not KernelBench's way)
     baseline_compile: bool = False
+    no_cache: bool = False  # evaluate and analyse afresh: nothing cached by earlier runs is read
     approve: bool = False
     model: ModelConfig = Field(default_factory=ModelConfig)
     limits: Limits = Field(default_factory=Limits)
@@ -96,6 +100,8 @@ class RunConfig(BaseModel):
             profile=profile,
             timeout_s=self.timeout_s,
             threads=self.threads,
+            max_host_gb=self.max_host_gb,
+            share_weights=self.share_weights,
         )
 
     def with_changes(self, changes: dict[str, Any]) -> RunConfig:

@@ -35,6 +35,19 @@ class Best(BaseModel):
     evaluation_id: str | None = None
 
 
+class Baseline(BaseModel):
+    """The run's eager and torch.compile times: every candidate's speedup is measured against
+    these, so speedups compare kernels, not two timings of eager."""
+
+    eager_ms: float | None = None
+    compile_ms: float | None = None
+    cached: bool = False  # from the task's cached reference store, not timed by this run
+
+    def speedup(self, kernel_ms: float, of: Literal["eager", "compile"]) -> float | None:
+        base = self.eager_ms if of == "eager" else self.compile_ms
+        return base / kernel_ms if base and kernel_ms > 0 else None
+
+
 class GraphState(BaseModel):
     analysis_sha: str | None = None  # the planner's task analysis (JSON blob)
     plan_sha: str | None = None
@@ -53,8 +66,9 @@ class GraphState(BaseModel):
     profiled: int = 0
     plateau: int = 0  # profiled candidates since the last real gain
     best: Best | None = None
+    baseline: Baseline | None = None  # set by the first profiled candidate
     llm_calls: dict[str, int] = Field(default_factory=dict)  # per node, along this lineage
     stop_reason: str | None = None  # set by a node that cannot go on (e.g. a bad plan reply)
 
 
-STATE_CLASSES = (GraphState, Outcome, Best)
+STATE_CLASSES = (GraphState, Outcome, Best, Baseline)

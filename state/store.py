@@ -311,16 +311,17 @@ class RunStore:
             "e",
         )
 
-    def find_evaluation(self, cache_key: str) -> dict[str, Any] | None:
-        """The newest evaluation with this cache key (row plus full `verdict`), or None."""
+    def find_evaluation(
+        self, cache_key: str, candidate_id: str | None = None
+    ) -> dict[str, Any] | None:
+        """The newest evaluation with this cache key (row plus full `verdict`), or None; with
+        `candidate_id`, only one of that candidate."""
         if not cache_key:
             return None
-        stmt = (
-            select(Evaluation)
-            .where(Evaluation.cache_key == cache_key)
-            .order_by(Evaluation.created_at.desc())
-            .limit(1)
-        )
+        stmt = select(Evaluation).where(Evaluation.cache_key == cache_key)
+        if candidate_id is not None:
+            stmt = stmt.where(Evaluation.candidate_id == candidate_id)
+        stmt = stmt.order_by(Evaluation.created_at.desc()).limit(1)
         with self._session() as s:
             ev = s.scalars(stmt).first()
             return None if ev is None else _row(ev)

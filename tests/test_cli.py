@@ -2,17 +2,21 @@
 
 --json: exactly one JSON object, on the last (and only) line of stdout. Exit codes: 0 passed,
 1 any other verdict, 2 bad usage or an invalid task (a readable message on stderr, no
-traceback). A repeated evaluation is served from the cache; --store records it.
+traceback), 3 a harness failure (the machine's). A repeated evaluation is served from the cache;
+--store records it.
 """
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import pytest
 from cli_helpers import assert_readable_error, json_line, kernelgraph
 
 from state.store import open_store
+from tools.harness.verdict import HarnessError
 from tools.task import TaskSource
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -162,3 +166,28 @@ def test_bad_usage_and_invalid_tasks_exit_2_with_a_readable_message(
     assert proc.returncode == 2, proc.stderr
     assert_readable_error(proc, fragment)
     assert "error" in json_line(proc)  # --json: even an error is one JSON line
+
+
+def test_a_harness_failure_exits_3_with_one_readable_line(cases, monkeypatch, capsys):
+    """In process, with the harness's entry point failing as a machine would."""
+    import graph.cli
+    import tools.harness.evaluate
+
+    configs = []
+
+    def machine_failure(task, kernel, config, cache=None, use_cache=True):
+        configs.append(config)
+        raise HarnessError("the candidate worker was killed from outside (SIGKILL).")
+
+    monkeypatch.setattr(tools.harness.evaluate, "evaluate", machine_failure)
+    options = ["--max-host-memory", "2.5", "--share-weights"]
+    args = evaluate_args(cases, "scale_add", "cpp_scale_add", *options)
+    monkeypatch.setattr(sys, "argv", ["kernelgraph", *args])
+    with pytest.raises(SystemExit) as exited:
+        graph.cli.main()
+    assert exited.value.code == 3
+    out, err = capsys.readouterr()
+    error = json.loads(out)
+    assert error["kind"] == "harness" and "killed from outside (SIGKILL). Try" in error["error"]
+    assert err.startswith("error:") and "Traceback" not in err
+    assert (configs[0].max_host_gb, configs[0].share_weights) == (2.5, True)

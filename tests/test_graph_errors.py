@@ -9,8 +9,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from agent_helpers import TASK, Agent, kernel, summary_of, write_script
-from cli_helpers import assert_readable_error
+from agent_helpers import CASES, TASK, Agent, kernel, summary_of, write_script
+from cli_helpers import assert_readable_error, json_line
+
+BROKEN_TASK = CASES / "tasks" / "bad_reference_raises.py"
 
 
 @pytest.fixture
@@ -66,6 +68,39 @@ def test_a_key_alone_never_selects_an_endpoint(agent: Agent) -> None:
         "usd": 0.0,
     }
     assert agent.query("SELECT count(*) FROM llm_calls")[0][0] == 0
+
+
+def test_a_broken_task_ends_the_run_as_a_task_error(agent: Agent, tmp_path: Path) -> None:
+    proc = agent.run(write_script(tmp_path, [kernel("cpp_scale_add")]), task=BROKEN_TASK)
+    summary = summary_of(proc)
+    assert proc.returncode == 2, proc.stderr
+    assert (summary["status"], summary["stop_reason"]) == ("task_error", "task_error")
+    message = summary["message"]
+    assert "raises in Model.forward" in message and "fix the task file" in message
+    assert "kernelgraph resume" not in message and ".." not in message
+    assert "Traceback" not in proc.stderr
+
+    run_id = summary["run_id"]
+    assert json_line(agent("runs", "--json"))[0]["status"] == "task_error"
+    shown = agent("show", run_id, "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json_line(shown)["run"]["status"] == "task_error"
+    assert "task_error" in agent("show", run_id).stdout
+    again = agent("resume", run_id, "--json")
+    assert again.returncode == 2
+    assert "task error" in error_of(again)["error"]
+
+
+def test_run_harness_options_are_kept_with_the_run(agent: Agent, tmp_path: Path) -> None:
+    script = write_script(tmp_path, [kernel("cpp_scale_add")])
+    options = ["--max-host-memory", "4", "--share-weights", "--no-cache"]
+    run_id = summary_of(agent.run(script, *options, task=BROKEN_TASK))["run_id"]
+    stored = agent.query(
+        "SELECT json_extract(config, '$.max_host_gb'), json_extract(config, '$.share_weights'), "
+        "json_extract(config, '$.no_cache') FROM runs WHERE id = ?",
+        run_id,
+    )
+    assert stored == [(4.0, 1, 1)]
 
 
 def test_bad_script_file(agent: Agent, tmp_path: Path) -> None:

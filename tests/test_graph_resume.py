@@ -105,6 +105,9 @@ def test_branch_from_a_mid_run_checkpoint(tmp_path: Path) -> None:
     assert branch["run_id"] != first["run_id"]
     assert branch["stop_reason"] == "max_iterations"
     assert branch["spend"]["llm_calls"] == 2  # its own two coder calls: budgets count anew
+    baseline = json_line(agent("show", first["run_id"], "--json"))["baseline"]
+    assert baseline and baseline["eager_ms"] > 0
+    assert json_line(agent("show", branch["run_id"], "--json"))["baseline"] == baseline
     runs = json_line(agent("runs", "--json"))
     assert runs[0]["run_id"] == branch["run_id"]  # newest first
     assert runs[0]["parent_run_id"] == first["run_id"]

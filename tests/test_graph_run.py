@@ -61,6 +61,38 @@ def test_pass_then_refine_then_plateau(agent: Agent, tmp_path: Path) -> None:
     labels = [r[0] for r in agent.query("SELECT label FROM candidates ORDER BY created_at")]
     assert labels[0].startswith("write") and labels[1].startswith("refine")
     assert agent.llm_calls(summary["run_id"]) == {"planner": 1, "sketch_writer": 1, "coder": 2}
+    # both candidates were profiled; speedups divide the first one's eager time
+    eager = agent.query(
+        "SELECT e.eager_ms FROM evaluations e JOIN candidates c ON e.candidate_id = c.id "
+        "WHERE c.run_id = ? AND e.kernel_ms IS NOT NULL ORDER BY e.created_at, e.id",
+        summary["run_id"],
+    )
+    assert len(eager) == 2
+    shown = json_line(agent("show", summary["run_id"], "--json"))
+    assert shown["baseline"]["eager_ms"] == eager[0][0]
+    best_ms = shown["verdict"]["timing"]["kernel_ms"]
+    assert summary["best"]["speedup_vs_eager"] == pytest.approx(eager[0][0] / best_ms)
+
+
+def test_no_cache_evaluates_again_what_an_earlier_run_cached(agent: Agent, tmp_path) -> None:
+    script = write_script(tmp_path, [kernel("cpp_scale_add")])
+
+    def cached_flags(*options: str) -> list[int]:
+        """Whether each evaluation of a new run (verify, profile) was served from a cache."""
+        proc = agent.run(script, "--max-iterations", "1", *options)
+        assert proc.returncode == 0, proc.stderr
+        run_id = summary_of(proc)["run_id"]
+        rows = agent.query(
+            "SELECT json_extract(e.verdict, '$.cached') FROM evaluations e "
+            "JOIN candidates c ON e.candidate_id = c.id WHERE c.run_id = ? "
+            "ORDER BY e.created_at, e.id",
+            run_id,
+        )
+        return [cached for (cached,) in rows]
+
+    cached_flags()  # evaluates and caches
+    assert cached_flags() == [1, 1]  # an identical run reads both verdicts back
+    assert cached_flags("--no-cache") == [0, 0]
 
 
 def test_repeated_failure_escalates_to_a_new_sketch(agent: Agent, tmp_path: Path) -> None:

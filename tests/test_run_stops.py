@@ -1,0 +1,91 @@
+"""How errors end a run: a task error is final (exit 2), a harness error is a resumable stop
+(exit 3); one full stop between what went wrong and what to do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from agent_helpers import TASK, kernel, write_script
+
+from graph import runner
+from graph.error_stops import error_stop
+from graph.summary import sentences
+from nodes.llm.errors import EndpointDown
+from state.config import ModelConfig, RunConfig
+from state.store import open_store
+from tools.harness.verdict import HarnessError, TaskError, UsageError
+
+RUN = "r-20261124-ab12"
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "reason", "code", "resumable"),
+    [
+        (TaskError("the reference raises in Model.forward."), "task_error", "task_error", 2, False),
+        (HarnessError("a worker was killed (SIGKILL)."), "interrupted", "harness_error", 3, True),
+        (KeyboardInterrupt(), "interrupted", "interrupted", 3, True),
+        (UsageError("--set expects NAME=VALUE."), "interrupted", "usage_error", 2, True),
+        (EndpointDown("the endpoint is down."), "interrupted", "endpoint_down", 3, True),
+    ],
+)
+def test_each_error_gets_its_status_exit_code_and_advice(
+    error, status, reason, code, resumable
+) -> None:
+    stop = error_stop(error, RUN)
+    assert (stop.status, stop.reason, stop.exit_code) == (status, reason, code)
+    assert (f"kernelgraph resume {RUN}" in stop.message) is resumable
+    assert ".." not in stop.message
+    if str(error):
+        assert str(error).rstrip(".") in stop.message  # the cause is named
+
+
+def test_a_task_error_says_what_to_fix() -> None:
+    message = error_stop(TaskError("Model.forward raises"), RUN).message
+    assert message.startswith("the task cannot be used: Model.forward raises. ")
+    assert "fix the task file" in message and "--set" in message and "new run" in message
+
+
+@pytest.mark.parametrize(
+    ("parts", "joined"),
+    [
+        (("it broke.", "Continue with: x"), "it broke. Continue with: x"),
+        (("it broke", "Continue with: x"), "it broke. Continue with: x"),
+        (("why?", "fix it"), "why? fix it"),
+        (("  only  ",), "only"),
+        (("", "advice"), "advice"),
+    ],
+)
+def test_sentences_put_one_full_stop_between_parts(parts, joined) -> None:
+    assert sentences(*parts) == joined
+
+
+def test_a_harness_error_stops_the_run_resumably(tmp_path: Path, monkeypatch) -> None:
+    import nodes.checks
+
+    def machine_failure(*args, **kwargs):
+        raise HarnessError("the judge worker was killed from outside (the OOM killer?)")
+
+    real_evaluate = nodes.checks.evaluate
+    monkeypatch.setattr(nodes.checks, "evaluate", machine_failure)
+    script = write_script(tmp_path, [kernel("cpp_scale_add")])
+    config = RunConfig(
+        task_path=str(TASK), dsl="cpp", device="cpu", seeds=1,
+        model=ModelConfig(name=f"script:{script}"),
+    ).with_changes({"max_iterations": 1, "sol_target_pct": 1e9})  # fmt: skip
+    db = tmp_path / "runs.db"
+
+    stopped = runner.start(config, db)
+    assert (stopped.status, stopped.stop_reason, stopped.code()) == (
+        "interrupted",
+        "harness_error",
+        3,
+    )
+    assert "killed from outside" in stopped.message
+    assert f"kernelgraph resume {stopped.run_id}" in stopped.message
+    assert ".." not in stopped.message
+    assert open_store(db).get_run(stopped.run_id)["status"] == "interrupted"
+
+    monkeypatch.setattr(nodes.checks, "evaluate", real_evaluate)  # the machine is back
+    resumed = runner.resume(stopped.run_id, db)
+    assert resumed.status == "verified", resumed.message
