@@ -84,7 +84,8 @@ def _verify(spec, model, adapter, counter, recorder, checks, report) -> bool:
     False when the outputs are unusable."""
     device, out_dir = spec["device"], Path(spec["out_dir"])
     for seed in spec["seeds"]:
-        inputs = _inputs(spec, seed)
+        with watch.stage("verify.load"):
+            inputs = _inputs(spec, seed)
         before = guards.input_prints(inputs)
         launches_before = counter.count
 
@@ -109,7 +110,8 @@ def _verify(spec, model, adapter, counter, recorder, checks, report) -> bool:
         report["changed_inputs"] = report.get("changed_inputs", []) + [
             [seed, j] for j in guards.changed_inputs(before, inputs)
         ]
-        save_values(outputs, out_dir / f"outputs_{seed}.tf")
+        with watch.stage("verify.save"):
+            save_values(outputs, out_dir / f"outputs_{seed}.tf")
         report["outputs"][str(seed)] = f"outputs_{seed}.tf"
         del inputs, outputs
         release(device)
@@ -177,7 +179,8 @@ def _side_stream_check(checks: list[Check], snapshot, outputs, seed: int) -> Non
 
 def _profile(spec, model, adapter, counter, device, out_dir, report) -> None:
     pool_seeds = spec["pool_seeds"]
-    pool = [_inputs(spec, s) for s in pool_seeds]
+    with watch.stage("profile.load"):
+        pool = [_inputs(spec, s) for s in pool_seeds]
     live = [x.clone() if isinstance(x, torch.Tensor) else x for x in pool[0]]
 
     def call():
@@ -196,7 +199,8 @@ def _profile(spec, model, adapter, counter, device, out_dir, report) -> None:
     report["timing_launches"] = counter.count - launches_before
     last_outputs = as_output_list(last)
     if guards.plain_tensor_problem(last_outputs) is None:
-        save_values(last_outputs, out_dir / "outputs_timing.tf")
+        with watch.stage("profile.save"):
+            save_values(last_outputs, out_dir / "outputs_timing.tf")
         report["timing_output"] = "outputs_timing.tf"
         report["timing_output_seed"] = pool_seeds[(timing.iterations - 1) % len(pool)]
 

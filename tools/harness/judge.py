@@ -125,10 +125,12 @@ def _expected(module, model, seed: int, spec: dict) -> list[torch.Tensor]:
 
 def _judge_one(module, model, seed, path: Path, spec: dict, kind: str) -> dict[str, Any]:
     precision = PRECISIONS[spec["precision"]]
-    expected = _expected(module, model, seed, spec)
+    with watch.stage("compare.load"):
+        expected = _expected(module, model, seed, spec)
     entry: dict[str, Any] = {"seed": seed, "kind": kind, "passed": False}
     try:
-        got = load_values(path, spec["device"])
+        with watch.stage("compare.load"):
+            got = load_values(path, spec["device"])
     except Exception as exc:  # noqa: BLE001 - the file is the candidate's; anything may be wrong
         entry["message"] = f"the candidate's outputs cannot be read as tensors: {exc}"
         entry["check"] = "output_type"
