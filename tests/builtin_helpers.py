@@ -1,9 +1,17 @@
-"""Small KernelBench-format tasks written by the builtin tests."""
+"""Small KernelBench-format tasks written by the builtin tests, and the builtin's generator for
+them (given the task source, as the coder node gives it: ModelNew runs the reference's
+__init__, so KernelBench's protocol, which copies no weights, gives both the same parameters)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import sysconfig
 import textwrap
 from pathlib import Path
+
+KERNELGRAPH_PACKAGES = ("tools", "graph", "nodes", "state", "prompts")
 
 
 def task_file(folder: Path, forward: str, inputs: str, init: str = "", params: str = "") -> Path:
@@ -33,3 +41,36 @@ def task_file(folder: Path, forward: str, inputs: str, init: str = "", params: s
     path = folder / "task.py"
     path.write_text(textwrap.dedent(source))
     return path
+
+
+def builtin_generator(task: Path, dsl: str, tmp_path: Path, policy: str = "strict"):
+    """The builtin's Generator for a task file on the CPU, as a run's coder node makes it."""
+    from tools.analysis import analyze_task
+    from tools.builtin.generate import Generator
+    from tools.harness.cache import EvalCache
+    from tools.task import TaskSource
+
+    source = TaskSource.read(task)
+    analysis = analyze_task(source, "cpu", cache=EvalCache(tmp_path / "cache"))
+    return Generator(analysis, dsl, "cpu", policy, "fp32", source.effective_source)
+
+
+def run_isolated(
+    script: Path, *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 600
+) -> subprocess.CompletedProcess:
+    """Run a Python script in an interpreter that cannot import kernelgraph: `-I` (no
+    PYTHONPATH, no script or working directory on sys.path, no user site) and `-S` (no .pth
+    files, so the editable install's path hook stays out), with site-packages added by hand."""
+    site = sorted({sysconfig.get_paths()[key] for key in ("purelib", "platlib")})
+    boot = (
+        f"import sys, runpy; sys.path += {site!r}; sys.argv = sys.argv[1:]; "
+        "runpy.run_path(sys.argv[0], run_name='__main__')"
+    )
+    return subprocess.run(
+        [sys.executable, "-I", "-S", "-c", boot, str(script), *args],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

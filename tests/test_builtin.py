@@ -9,11 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from builtin_helpers import task_file
+from builtin_helpers import builtin_generator, task_file
 
 from tools.analysis import analyze_task
 from tools.builtin.errors import Unsupported
-from tools.builtin.generate import Generator
 from tools.harness.cache import EvalCache
 from tools.harness.config import EvalConfig
 from tools.harness.evaluate import evaluate
@@ -23,8 +22,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def generate(task: Path, tmp_path: Path, policy: str = "strict", config=None) -> Path:
-    analysis = analyze_task(TaskSource.read(task), "cpu", cache=EvalCache(tmp_path / "cache"))
-    generator = Generator(analysis, "triton", "cpu", policy, "fp32")
+    generator = builtin_generator(task, "triton", tmp_path, policy)
     kernel = tmp_path / "kernel.py"
     kernel.write_text(generator.code(config(generator) if config else None))
     return kernel

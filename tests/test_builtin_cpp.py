@@ -12,19 +12,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from builtin_helpers import task_file
+from builtin_helpers import builtin_generator, task_file
 
-from tools.analysis import analyze_task
 from tools.builtin.generate import Generator
 from tools.harness.cache import EvalCache
 from tools.harness.config import EvalConfig
 from tools.harness.evaluate import evaluate
-from tools.task import TaskSource
 
 
 def generator(task: Path, tmp_path: Path) -> Generator:
-    analysis = analyze_task(TaskSource.read(task), "cpu", cache=EvalCache(tmp_path / "cache"))
-    return Generator(analysis, "cpp", "cpu", "strict", "fp32")
+    return builtin_generator(task, "cpp", tmp_path)
 
 
 def verify(task: Path, kernel: Path, tmp_path: Path):
@@ -93,7 +90,7 @@ def test_generated_cpp_kernels_verify(tmp_path, name):
     kernel = tmp_path / "kernel.py"
     kernel.write_text(generator(task, tmp_path).code())
     text = kernel.read_text()
-    assert "build_library(" in text and "ctypes" not in text
+    assert "load_inline(" in text and "tools." not in text  # standalone: no kernelgraph import
     for expected in [fragment] if isinstance(fragment, str) else fragment:
         assert expected in text
     verdict = verify(task, kernel, tmp_path)
@@ -101,11 +98,14 @@ def test_generated_cpp_kernels_verify(tmp_path, name):
 
 
 def _c_sources(code: str) -> list[str]:
-    return re.findall(r'_src = _HELPERS \+ r"""(.*?)"""', code, re.S)
+    """The kernels' C++ sources and the name of the extension they are built into."""
+    return [*re.findall(r'_src = r"""(.*?)"""', code, re.S),
+            *re.findall(r"load_inline\(\s*'(\w+)'", code)]  # fmt: skip
 
 
 def test_tuning_values_are_run_time_arguments(tmp_path):
-    """Trying another config must not change the C++ source (no rebuild), only the launch."""
+    """Trying another config must not change the C++ source or the extension's name (no
+    rebuild), only the launch."""
     forward, inputs, params, _ = CASES["gemm_bias_relu"]
     task = task_file(tmp_path, forward[:-1] + ", torch.mean(y, dim=1))", inputs, params=params)
     gen = generator(task, tmp_path)
@@ -114,7 +114,7 @@ def test_tuning_values_are_run_time_arguments(tmp_path):
              for name in default}  # fmt: skip
     assert other != default
     first, second = gen.code(default), gen.code(other)
-    assert _c_sources(first) == _c_sources(second) and len(_c_sources(first)) == 3
+    assert _c_sources(first) == _c_sources(second) and len(_c_sources(first)) == 3 + 1
     assert first != second
 
 

@@ -54,8 +54,6 @@ def _import(path: Path, name: str, constants: dict | None = None):
 def check(case: str, dsl: str) -> None:
     """Run one task's Model and ModelNew on the same inputs and compare."""
     task_name, sizes = CASES[case]
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))  # kernel_cpp.py imports tools.dsl.cpp
     folder = EXAMPLES / task_name
     task = _import(folder / "task.py", f"example_task_{case}", sizes)
     kernel = _import(folder / f"kernel_{dsl}.py", f"example_kernel_{case}_{dsl}")

@@ -9,8 +9,7 @@ scale are applied to it while it is still in cache; erf and exp are short polyno
 
 import torch
 import torch.nn as nn
-
-from tools.dsl.cpp import build_library
+from torch.utils.cpp_extension import load_inline
 
 SOURCE = r"""
 #if defined(__AVX512F__)
@@ -145,7 +144,25 @@ extern "C" void linear_gelu_scale(const float* x, const float* W, const float* b
 }
 """
 
-_lib = build_library(SOURCE, name="linear_gelu_scale")
+BINDINGS = r"""
+#include <cstdint>
+#include <pybind11/pybind11.h>
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+    m.def("linear_gelu_scale", [](uintptr_t x, uintptr_t W, uintptr_t bias, uintptr_t y, int64_t M, int64_t N, int64_t K, double scale) {
+        linear_gelu_scale(reinterpret_cast<const float*>(x), reinterpret_cast<const float*>(W), reinterpret_cast<const float*>(bias), reinterpret_cast<float*>(y), M, N, K, scale);
+    });
+}
+"""
+
+# Built by torch into TORCH_EXTENSIONS_DIR/<name>, cached by source; without torch's headers
+# (no_implicit_headers) a cold build takes a few seconds.
+_lib = load_inline(
+    "example_linear_gelu_scale",
+    cpp_sources=[SOURCE, BINDINGS],
+    extra_cflags=["-O3", "-march=native", "-fopenmp"],
+    extra_ldflags=["-fopenmp"],
+    no_implicit_headers=True,
+)
 
 
 class ModelNew(nn.Module):
@@ -161,5 +178,8 @@ class ModelNew(nn.Module):
         M, K = x.shape
         N = w.shape[0]
         y = torch.empty((M, N), dtype=torch.float32, device=x.device)
-        _lib.linear_gelu_scale(x, w, self.linear.bias, y, M, N, K, float(self.scale))
+        bias = self.linear.bias
+        _lib.linear_gelu_scale(
+            x.data_ptr(), w.data_ptr(), bias.data_ptr(), y.data_ptr(), M, N, K, float(self.scale)
+        )
         return y

@@ -10,8 +10,7 @@ The classic cache-blocking scheme, kept small:
 
 import torch
 import torch.nn as nn
-
-from tools.dsl.cpp import build_library
+from torch.utils.cpp_extension import load_inline
 
 SOURCE = r"""
 #if defined(__AVX512F__)
@@ -96,7 +95,25 @@ extern "C" void matmul(const float* A, const float* B, float* C, int64_t M, int6
 }
 """
 
-_lib = build_library(SOURCE, name="matmul_blocked")
+BINDINGS = r"""
+#include <cstdint>
+#include <pybind11/pybind11.h>
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+    m.def("matmul", [](uintptr_t A, uintptr_t B, uintptr_t C, int64_t M, int64_t N, int64_t K) {
+        matmul(reinterpret_cast<const float*>(A), reinterpret_cast<const float*>(B), reinterpret_cast<float*>(C), M, N, K);
+    });
+}
+"""
+
+# Built by torch into TORCH_EXTENSIONS_DIR/<name>, cached by source; without torch's headers
+# (no_implicit_headers) a cold build takes a few seconds.
+_lib = load_inline(
+    "example_matmul_blocked",
+    cpp_sources=[SOURCE, BINDINGS],
+    extra_cflags=["-O3", "-march=native", "-fopenmp"],
+    extra_ldflags=["-fopenmp"],
+    no_implicit_headers=True,
+)
 
 
 class ModelNew(nn.Module):
@@ -109,5 +126,5 @@ class ModelNew(nn.Module):
         M, K = a.shape
         N = b.shape[1]
         c = torch.empty((M, N), dtype=torch.float32, device=a.device)
-        _lib.matmul(a, b, c, M, N, K)
+        _lib.matmul(a.data_ptr(), b.data_ptr(), c.data_ptr(), M, N, K)
         return c

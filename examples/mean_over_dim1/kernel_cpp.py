@@ -6,8 +6,7 @@ array and adds the R rows into it with contiguous SIMD loops, so x is read once,
 
 import torch
 import torch.nn as nn
-
-from tools.dsl.cpp import build_library
+from torch.utils.cpp_extension import load_inline
 
 SOURCE = r"""
 #include <cstdint>
@@ -36,7 +35,25 @@ extern "C" void mean_dim1(const float* x, float* y, int64_t B, int64_t R, int64_
 }
 """
 
-_lib = build_library(SOURCE, name="mean_dim1")
+BINDINGS = r"""
+#include <cstdint>
+#include <pybind11/pybind11.h>
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+    m.def("mean_dim1", [](uintptr_t x, uintptr_t y, int64_t B, int64_t R, int64_t N) {
+        mean_dim1(reinterpret_cast<const float*>(x), reinterpret_cast<float*>(y), B, R, N);
+    });
+}
+"""
+
+# Built by torch into TORCH_EXTENSIONS_DIR/<name>, cached by source; without torch's headers
+# (no_implicit_headers) a cold build takes a few seconds.
+_lib = load_inline(
+    "example_mean_dim1",
+    cpp_sources=[SOURCE, BINDINGS],
+    extra_cflags=["-O3", "-march=native", "-fopenmp"],
+    extra_ldflags=["-fopenmp"],
+    no_implicit_headers=True,
+)
 
 
 class ModelNew(nn.Module):
@@ -47,5 +64,5 @@ class ModelNew(nn.Module):
         x = x.contiguous()
         B, R, N = x.shape
         y = torch.empty((B, N), dtype=x.dtype, device=x.device)
-        _lib.mean_dim1(x, y, B, R, N)
+        _lib.mean_dim1(x.data_ptr(), y.data_ptr(), B, R, N)
         return y

@@ -1,8 +1,11 @@
 """The C++ (OpenMP, CPU) backend of the builtin model: tunables, default configs, launches.
 
-Each kernel is C++ source in a Python string, built once by `tools.dsl.cpp.build_library`
-(cached by source hash). Tuning values are run-time arguments of the C function, so a config
-change is not a rebuild: a launch is `_k0.k0_name(inputs..., outputs..., threads, ...)`.
+The kernel file is standalone (no kernelgraph import): each kernel is C++ source in a Python
+string, inside a namespace of its own, and all of a file's kernels are built together by
+`torch.utils.cpp_extension.load_inline(..., no_implicit_headers=True)` with pybind11 bindings
+written here at generation time (tools/dsl/cpp_bindings.py); torch caches the build by name and
+source. Tuning values are run-time arguments of the C functions, so a config change is not a
+rebuild: a launch is `_lib.k0_name(inputs.data_ptr()..., outputs.data_ptr()..., threads, ...)`.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any
 from tools.builtin import cpp_emit, cpp_gemm, cpp_rows
 from tools.builtin.errors import Unsupported
 from tools.builtin.kernels import FusedKernel, GemmKernel
+from tools.dsl.cpp_bindings import OPT_FLAGS, extension_name, pybind_module
 
 HELPERS = r"""#include <algorithm>
 #include <cmath>
@@ -111,14 +115,18 @@ static inline int kg_threads(int64_t t) {
 }
 """
 
+# -fno-math-errno -fno-trapping-math: let sqrt, floor, round and the selects around float ops
+# vectorise; results are unchanged.
+CFLAGS = [*OPT_FLAGS, "-fno-math-errno", "-fno-trapping-math"]
+
 PRELUDE = f'''import torch
 import torch.nn as nn
-
-from tools.dsl.cpp import build_library
+from torch.utils.cpp_extension import load_inline
 
 _HELPERS = r"""{HELPERS}"""
-# Let sqrt, floor, round and the selects around float ops vectorise; results are unchanged.
-_FLAGS = ("-fno-math-errno", "-fno-trapping-math")
+# -fno-math-errno -fno-trapping-math: let sqrt, floor, round and the selects around float ops
+# vectorise; results are unchanged.
+_CFLAGS = {CFLAGS!r}
 
 
 def _dtype_code(t):
@@ -183,27 +191,56 @@ class CppBackend:
     # ------------------------------------------------------------ source
 
     def kernel_source(self, kernel: FusedKernel | GemmKernel, config: dict[str, Any]) -> str:
-        if isinstance(kernel, GemmKernel):
-            source = cpp_gemm.gemm_source(kernel)
-        elif kernel.is_pointwise():
-            rows = cpp_emit.broadcast_rows(kernel)
-            source = cpp_rows.row_source(rows) if rows else cpp_emit.pointwise_source(kernel)
-        else:
-            source = cpp_rows.row_source(kernel)
-        name = kernel.name
-        return (
-            f'_{name}_src = _HELPERS + r"""\n{source}\n"""\n'
-            f'_{name} = build_library(_{name}_src, name="{name}", extra_cflags=_FLAGS)'
-        )
+        return f'_{kernel.name}_src = r"""\n{_c_source(kernel)}"""'
+
+    def library(self, kernels: list[FusedKernel | GemmKernel]) -> str:
+        """The file's one build: the helpers, every kernel's source, then pybind11 bindings."""
+        sources = [_c_source(k) for k in kernels]
+        bindings = pybind_module(sources)
+        names = ["_HELPERS", *(f"_{k.name}_src" for k in kernels), "_BINDINGS"]
+        name = extension_name("kg_builtin", HELPERS, *sources, bindings, CFLAGS)
+        return "\n".join([
+            f'_BINDINGS = r"""\n{bindings}"""',
+            "# Built once by torch into TORCH_EXTENSIONS_DIR/<name>, cached by name and source;",
+            "# the bindings take tensors as their data_ptr().",
+            "_lib = load_inline(",
+            f"    {name!r},",
+            f"    cpp_sources=[{', '.join(names)}],",
+            "    extra_cflags=_CFLAGS,",
+            '    extra_ldflags=["-fopenmp"],',
+            "    no_implicit_headers=True,",
+            ")",
+        ])  # fmt: skip
 
     def launch(self, kernel, args: list[str], config: dict[str, Any]) -> list[str]:
+        """Tensors go as their data pointers, dynamic-dtype outputs with their dtype code."""
         dynamic = _dynamic(kernel)
         n_in = len(kernel.inputs)
-        values = list(args[:n_in])
+        values = [f"{arg}.data_ptr()" for arg in args[:n_in]]
         for name, arg in zip(kernel.outputs, args[n_in:], strict=True):
-            values += [arg, f"_dtype_code({arg})"] if name in dynamic else [arg]
+            values.append(f"{arg}.data_ptr()")
+            if name in dynamic:
+                values.append(f"_dtype_code({arg})")
         values += [str(int(config[p])) for p in self.params(kernel)]
-        return [f"_{kernel.name}.{kernel.name}({', '.join(values)})"]
+        return [f"_lib.{kernel.name}({', '.join(values)})"]
+
+
+def _c_source(kernel: FusedKernel | GemmKernel) -> str:
+    """The kernel's C++ in a namespace of its own (its helpers and constants may repeat another
+    kernel's in the same build), its `#include` lines first, outside it. The `extern "C"`
+    function keeps C linkage, so the bindings reach it by its plain name."""
+    if isinstance(kernel, GemmKernel):
+        source = cpp_gemm.gemm_source(kernel)
+    elif kernel.is_pointwise():
+        rows = cpp_emit.broadcast_rows(kernel)
+        source = cpp_rows.row_source(rows) if rows else cpp_emit.pointwise_source(kernel)
+    else:
+        source = cpp_rows.row_source(kernel)
+    lines = source.strip("\n").splitlines()
+    includes = [line for line in lines if line.startswith("#include")]
+    body = [line for line in lines if not line.startswith("#include")]
+    space = f"kg_{kernel.name}"
+    return "\n".join([*includes, f"namespace {space} {{", *body, f"}}  // namespace {space}", ""])
 
 
 def _dynamic(kernel: FusedKernel | GemmKernel) -> set[str]:

@@ -1,7 +1,11 @@
 """From a task analysis to a kernel file: the builtin coder's one entry point.
 
-`Generator(analysis, dsl, device, policy, precision)` builds the program once; `code(config)`
-prints it with a tuning config, `default_config()` and `tunables()` describe the search space.
+`Generator(analysis, dsl, device, policy, precision, source)` builds the program once;
+`code(config)` prints it with a tuning config, `default_config()` and `tunables()` describe the
+search space. `source` is the task file (with its --set values applied): ModelNew runs the
+reference's `__init__` from it (tools/builtin/reference_init.py), unless it cannot be reused or
+the result would fail the harness's static checks; then ModelNew falls back to empty parameters
+under the reference's state_dict names, and the file's comment says why.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from tools.builtin.cpp_backend import CppBackend
 from tools.builtin.errors import Unsupported
 from tools.builtin.module import render
 from tools.builtin.program import Program, build_program
+from tools.builtin.reference_init import InitUnavailable, ReferenceInit, extract
 from tools.builtin.split import split_program
 from tools.builtin.triton_backend import TritonBackend
 
@@ -28,7 +33,13 @@ def register_backend(dsl: str, factory: Callable[[str, str], Any]) -> None:
 
 class Generator:
     def __init__(
-        self, analysis: dict[str, Any], dsl: str, device: str, policy: str, precision: str
+        self,
+        analysis: dict[str, Any],
+        dsl: str,
+        device: str,
+        policy: str,
+        precision: str,
+        source: str | None = None,
     ) -> None:
         if dsl not in BACKENDS:
             known = ", ".join(sorted(BACKENDS))
@@ -39,7 +50,14 @@ class Generator:
             self.program = split_program(
                 self.program, self.backend.split_k, self.backend.split_rows
             )
-        self.analysis = analysis
+        self.analysis, self.dsl, self.policy = analysis, dsl, policy
+        self.reference: ReferenceInit | None = None
+        self.why_not = ""
+        try:
+            self.reference = extract(source)
+        except InitUnavailable as exc:
+            self.why_not = str(exc)
+        self._checked = False
 
     def default_config(self) -> dict[str, dict[str, Any]]:
         return {k.name: self.backend.default(k) for k in self.program.kernels}
@@ -49,7 +67,37 @@ class Generator:
 
     def code(self, config: dict[str, dict[str, Any]] | None = None) -> str:
         config = config or self.default_config()
-        return render(self.program, self.backend, config, self.summary())
+        code = self._render(config)
+        if not self._checked and self.reference is not None:
+            self._checked = True  # the __init__ part does not change with the config
+            why_not = self._unusable(code, config)
+            if why_not:
+                self.reference, self.why_not = None, why_not
+                code = self._render(config)
+        return code
+
+    def _render(self, config: dict[str, dict[str, Any]]) -> str:
+        return render(self.program, self.backend, config, self.summary(), self.reference,
+                      self.why_not)  # fmt: skip
+
+    def _unusable(self, code: str, config: dict[str, dict[str, Any]]) -> str:
+        """Why the file with the reference's __init__ cannot be used ("" when it can): a name
+        of the task clashing with the file's own, or static-check findings that the fallback
+        does not have (so they come from the copied code)."""
+        from tools.harness.static_checks import check_python
+
+        reference, self.reference = self.reference, None
+        fallback = self._render(config)
+        self.reference = reference
+        clash = _clashes(reference.module, fallback)
+        if clash:
+            return f"the task's {', '.join(clash)} would clash with the kernel file's names"
+        own = {(f.rule, f.message) for f in check_python(fallback, self.dsl, self.policy)}
+        found = [f for f in check_python(code, self.dsl, self.policy)
+                 if (f.rule, f.message) not in own]  # fmt: skip
+        if found:
+            return f"the copied code fails the static checks: {found[0].message}"
+        return ""
 
     def summary(self) -> str:
         kinds = [k.kind for k in self.program.kernels]
@@ -57,3 +105,33 @@ class Generator:
         if self.program.hybrid_ops:
             text += f"; hybrid: library calls to {', '.join(sorted(set(self.program.hybrid_ops)))}"
         return text
+
+
+def _clashes(task_statements: list[str], code: str) -> list[str]:
+    """Names that the copied task statements and the kernel file both bind, unless both import
+    the same module under them (`import torch.nn as nn` twice is no clash)."""
+    task, own = _bindings("\n".join(task_statements)), _bindings(code)
+    return sorted(n for n in task.keys() & own.keys() if task[n] != own[n] or task[n] == "")
+
+
+def _bindings(code: str) -> dict[str, str]:
+    """Module-level name -> the module a plain import binds to it ("" for any other binding)."""
+    import ast
+
+    names: dict[str, str] = {}
+    for stmt in ast.parse(code).body:
+        if isinstance(stmt, ast.Import):
+            for a in stmt.names:
+                names[a.asname or a.name.split(".")[0]] = (
+                    a.name if a.asname else a.name.split(".")[0]
+                )
+        elif isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level:
+            names.update({a.asname or a.name: f"{stmt.module}.{a.name}" for a in stmt.names})
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names[stmt.name] = ""
+        else:
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                    names[node.id] = ""
+    names.pop("ModelNew", None)
+    return names

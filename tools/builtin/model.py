@@ -33,12 +33,18 @@ class BuiltinModel:
 
     def generator(self, context: dict[str, Any]) -> Generator:
         analysis = context.get("analysis") or {}
+        source = context.get("task_source")  # ModelNew runs the reference's __init__ from it
         key = json.dumps([analysis.get("version"), context["dsl"], context["device"],
-                          context["policy"], context["precision"], analysis.get("ops")],
+                          context["policy"], context["precision"], analysis.get("ops"), source],
                          sort_keys=True, default=str)  # fmt: skip
         if key not in self._generators:
             self._generators[key] = Generator(
-                analysis, context["dsl"], context["device"], context["policy"], context["precision"]
+                analysis,
+                context["dsl"],
+                context["device"],
+                context["policy"],
+                context["precision"],
+                source,
             )
         return self._generators[key]
 

@@ -1,6 +1,14 @@
 """The kernel file the builtin writes: kernels from a backend, then `class ModelNew` whose forward
 runs the program's steps. The first line records the tuning config, so the refine edge (and a
-person reading the file) can tell which configuration a candidate is."""
+person reading the file) can tell which configuration a candidate is.
+
+ModelNew's `__init__` is the reference's own (tools/builtin/reference_init.py), with the
+module-level names it needs copied from the task file, so that under KernelBench's protocol
+(the same seed before building Model and ModelNew, no weights copied) both get the same
+parameters. The forward reaches them by their state_dict names. Without the reference's
+`__init__` (`reference` is None) the parameters are made empty under those names, and the file
+says so: they match only if the harness shares the reference's weights (`--share-weights`).
+"""
 
 from __future__ import annotations
 
@@ -8,11 +16,21 @@ import json
 from typing import Any
 
 from tools.builtin.program import Program, Step
+from tools.builtin.reference_init import ReferenceInit
 
 CONFIG_MARK = "# kernelgraph-builtin config: "
 
 
-def render(program: Program, backend, config: dict[str, dict[str, Any]], summary: str) -> str:
+def render(
+    program: Program,
+    backend,
+    config: dict[str, dict[str, Any]],
+    summary: str,
+    reference: ReferenceInit | None = None,
+    why_not: str = "",
+) -> str:
+    """The kernel file; `reference` gives ModelNew the reference's __init__ (`why_not` says why
+    there is none, for the comment of the fallback)."""
     lines = [
         CONFIG_MARK + json.dumps(config, sort_keys=True),
         f'"""{summary} (written by the kernelgraph builtin model)."""',
@@ -21,8 +39,27 @@ def render(program: Program, backend, config: dict[str, dict[str, Any]], summary
     ]
     for kernel in program.kernels:
         lines += ["", "", backend.kernel_source(kernel, config[kernel.name])]
-    lines += ["", "", *_model_class(program, backend, config)]
+    if program.kernels and hasattr(backend, "library"):
+        lines += ["", "", backend.library(program.kernels)]
+    own = set(backend.prelude.splitlines())  # imports the file has already
+    copied = [text for text in reference.module if text not in own] if reference else []
+    if copied:
+        lines += ["", "", "# From the task file: what the reference's __init__ needs.", ""]
+        lines += [_spaced(copied)]
+    lines += ["", "", *_model_class(program, backend, config, reference, why_not)]
     return "\n".join(lines) + "\n"
+
+
+def _spaced(statements: list[str]) -> str:
+    """Top-level statements, definitions set apart by two blank lines (as a formatter would)."""
+    out: list[str] = []
+    for i, text in enumerate(statements):
+        block = text.startswith(("def ", "class ", "@", "async def "))
+        previous = i > 0 and statements[i - 1].startswith(("def ", "class ", "@", "async def "))
+        if i and (block or previous):
+            out += ["", ""]
+        out.append(text)
+    return "\n".join(out)
 
 
 def read_config(code: str | None) -> dict[str, dict[str, Any]] | None:
@@ -35,9 +72,27 @@ def read_config(code: str | None) -> dict[str, dict[str, Any]] | None:
         return None
 
 
-def _model_class(program: Program, backend, config: dict) -> list[str]:
-    init = ["def __init__(self, *args, **kwargs):", "    super().__init__()"]
-    init += ["    " + line for line in _state_lines(program.params)]
+def _model_class(
+    program: Program, backend, config: dict, reference: ReferenceInit | None, why_not: str
+) -> list[str]:
+    if reference is not None:
+        members = [
+            *reference.class_body,
+            "# The reference's __init__: the same submodules and parameters, made in the same",
+            "# order, so the same seed gives them the same values.",
+            *reference.init.splitlines(),
+        ]
+        for method in reference.methods:
+            members += ["", *method.splitlines()]
+    else:
+        members = [
+            f"# The reference's __init__ could not be reused ({why_not}): its parameters and",
+            "# buffers are made empty under their state_dict names, and match the reference only",
+            "# when the harness copies its weights in (--share-weights).",
+            "def __init__(self, *args, **kwargs):",
+            "    super().__init__()",
+            *("    " + line for line in _state_lines(program.params)),
+        ]
     names = [f"x{i}" for i in range(program.n_inputs)]
     body = [f"def forward(self, {', '.join(names)}):"] if names else ["def forward(self):"]
     device = None
@@ -52,13 +107,14 @@ def _model_class(program: Program, backend, config: dict) -> list[str]:
     body.append(f"    return {outs[0]}" if len(outs) == 1 else f"    return ({', '.join(outs)},)")
     return [
         "class ModelNew(nn.Module):",
-        *("    " + line if line else "" for line in [*init, "", *body]),
+        *("    " + line if line else "" for line in [*members, "", *body]),
     ]
 
 
 def _state_lines(params: list[dict[str, Any]]) -> list[str]:
-    """Parameters and buffers under their state_dict names (the harness gives them the
-    reference's values by name), with containers for dotted names."""
+    """Parameters and buffers under their state_dict names, empty (the fallback: the harness
+    gives them the reference's values by name under --share-weights), with containers for
+    dotted names."""
     lines, made = [], {""}
     for p in params:
         *parents, leaf = p["name"].split(".")

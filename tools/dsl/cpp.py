@@ -2,13 +2,18 @@
 
 Two candidate forms are accepted:
 
-- KernelBench style: `torch.utils.cpp_extension.load_inline(...)` (about 30 s for a cold build;
-  torch caches builds by source hash in TORCH_EXTENSIONS_DIR).
-- The fast path that generated code uses: `build_library(source)` compiles `source` with
+- `torch.utils.cpp_extension.load_inline(...)`, the standalone form (the file needs torch only):
+  what the builtin model, the examples and the DSL docs write. With `no_implicit_headers=True`
+  and pybind11 bindings that take tensors as their `data_ptr()` (tools/dsl/cpp_bindings.py
+  writes them from the `extern "C"` declarations) a cold build takes a few seconds; with torch's
+  headers and `torch::Tensor` arguments about 20-30 s. torch caches builds by name and source
+  in TORCH_EXTENSIONS_DIR.
+- `build_library(source)` from this module compiles `source` with
   `g++ -O3 -march=native -fopenmp -shared -fPIC -std=c++17` into a plain shared library (about
   0.2 s; cached by source, flags, compiler and machine in KERNELGRAPH_BUILD_CACHE, default
   ~/.cache/kernelgraph/build) and returns a `NativeLibrary`. Candidates may not use ctypes
-  themselves, so this module owns the foreign-function calls.
+  themselves, so this module owns the foreign-function calls. A file that uses it imports
+  kernelgraph, so it does not run on its own.
 
 Calling convention of a `NativeLibrary`: `lib.name(*args)` calls the `extern "C"` function
 `name`, which must return `void`. Each argument is converted by its Python type:
@@ -30,6 +35,7 @@ import ctypes
 import functools
 import platform
 from pathlib import Path
+from types import ModuleType
 
 import torch
 
@@ -41,7 +47,9 @@ from tools.dsl.base import (
     describe_error,
     import_file,
 )
+from tools.dsl.cpp_bindings import OPT_FLAGS
 from tools.dsl.inline_ext import (
+    ExtensionProxy,
     NativeBuildError,
     compile_cached,
     find_native_sources,
@@ -54,7 +62,7 @@ from tools.dsl.inline_ext import (
 __all__ = ["CppAdapter", "NativeBuildError", "NativeLibrary", "build_library"]
 
 COMPILER = "g++"
-FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17")
+FLAGS = (*OPT_FLAGS, "-shared", "-fPIC", "-std=c++17")
 _built: list[NativeLibrary] = []  # libraries built in this process, for the compile report
 
 
@@ -136,10 +144,28 @@ def _machine() -> str:
     return f"{platform.machine()} {model.strip()}"
 
 
+def _extensions(module: ModuleType) -> list[ModuleType]:
+    """The compiled extension modules (load_inline's) that the candidate binds at module level."""
+    found: list[ModuleType] = []
+    for value in vars(module).values():
+        if isinstance(value, ExtensionProxy):
+            value = value._module
+        if isinstance(value, ModuleType) and str(getattr(value, "__file__", "")).endswith(".so"):
+            if all(value is not other for other in found):
+                found.append(value)
+    return found
+
+
+def _functions(extension: ModuleType) -> list[str]:
+    return sorted(
+        n for n in dir(extension) if not n.startswith("_") and callable(getattr(extension, n))
+    )
+
+
 class CppAdapter(DslAdapter):
     name = "cpp"
     devices = ("cpu",)
-    description = "C++ with OpenMP on the CPU: build_library(...) or torch's load_inline."
+    description = "C++ with OpenMP on the CPU: torch's load_inline(...) or build_library(...)."
 
     def install_launch_counter(self, counter: LaunchCounter, device: str) -> None:
         install(counter)
@@ -167,10 +193,11 @@ class CppAdapter(DslAdapter):
             report.message = str(exc) if is_build_error(exc) else describe_error(exc, path)
             return report
         libraries = _built[start:]
+        extensions = _extensions(module)
         report.kernels = [lib.name for lib in libraries]
-        report.artifacts = (
-            {"so": sum(lib.path.stat().st_size for lib in libraries)} if libraries else {}
-        )
+        report.kernels += [name for ext in extensions for name in _functions(ext)]
+        files = [lib.path for lib in libraries] + [Path(ext.__file__) for ext in extensions]
+        report.artifacts = {"so": sum(f.stat().st_size for f in files)} if files else {}
         report.ok = True
         return report
 

@@ -10,8 +10,7 @@ GEMM) so the strip stays in L1/L2.
 
 import torch
 import torch.nn as nn
-
-from tools.dsl.cpp import build_library
+from torch.utils.cpp_extension import load_inline
 
 SOURCE = r"""
 #include <algorithm>
@@ -63,7 +62,23 @@ extern "C" void bmm(const float* A, const float* B, float* C, int64_t batch, int
 }
 """
 
-_lib = build_library(SOURCE, name="bmm_tiles")
+BINDINGS = r"""
+#include <cstdint>
+#include <pybind11/pybind11.h>
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+    m.def("bmm", [](uintptr_t A, uintptr_t B, uintptr_t C, int64_t batch, int64_t M, int64_t N, int64_t K) {
+        bmm(reinterpret_cast<const float*>(A), reinterpret_cast<const float*>(B), reinterpret_cast<float*>(C), batch, M, N, K);
+    });
+}
+"""
+
+_lib = load_inline(
+    "bmm_tiles",
+    cpp_sources=[SOURCE, BINDINGS],
+    extra_cflags=["-O3", "-march=native", "-fopenmp"],
+    extra_ldflags=["-fopenmp"],
+    no_implicit_headers=True,
+)
 
 
 class ModelNew(nn.Module):
@@ -76,5 +91,5 @@ class ModelNew(nn.Module):
         batch, M, K = a.shape
         N = b.shape[2]
         c = torch.empty((batch, M, N), dtype=torch.float32, device=a.device)
-        _lib.bmm(a, b, c, batch, M, N, K)
+        _lib.bmm(a.data_ptr(), b.data_ptr(), c.data_ptr(), batch, M, N, K)
         return c

@@ -7,8 +7,7 @@ exactly as Model does, so the harness's identical seeding gives both the same va
 
 import torch
 import torch.nn as nn
-
-from tools.dsl.cpp import build_library
+from torch.utils.cpp_extension import load_inline
 
 SOURCE = r"""
 #include <cmath>
@@ -31,7 +30,23 @@ extern "C" void rmsnorm(const float* __restrict__ x, const float* __restrict__ w
 }
 """
 
-_lib = build_library(SOURCE, name="rmsnorm")
+BINDINGS = r"""
+#include <cstdint>
+#include <pybind11/pybind11.h>
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+    m.def("rmsnorm", [](uintptr_t x, uintptr_t w, uintptr_t y, int64_t rows, int64_t cols, double eps) {
+        rmsnorm(reinterpret_cast<const float*>(x), reinterpret_cast<const float*>(w), reinterpret_cast<float*>(y), rows, cols, eps);
+    });
+}
+"""
+
+_lib = load_inline(
+    "rmsnorm",
+    cpp_sources=[SOURCE, BINDINGS],
+    extra_cflags=["-O3", "-march=native", "-fopenmp"],
+    extra_ldflags=["-fopenmp"],
+    no_implicit_headers=True,
+)
 
 
 class ModelNew(nn.Module):
@@ -44,5 +59,7 @@ class ModelNew(nn.Module):
         x = x.contiguous()
         cols = x.shape[-1]
         y = torch.empty_like(x)
-        _lib.rmsnorm(x, self.weight.contiguous(), y, x.numel() // cols, cols, float(self.eps))
+        w = self.weight.contiguous()  # a variable: it must outlive the call that reads it
+        rows = x.numel() // cols
+        _lib.rmsnorm(x.data_ptr(), w.data_ptr(), y.data_ptr(), rows, cols, float(self.eps))
         return y

@@ -7,8 +7,7 @@ polynomial), which GCC turns into AVX2/AVX-512 code inside `omp parallel for sim
 
 import torch
 import torch.nn as nn
-
-from tools.dsl.cpp import build_library
+from torch.utils.cpp_extension import load_inline
 
 SOURCE = r"""
 #include <cstdint>
@@ -44,7 +43,23 @@ extern "C" void silu_mul(const float* __restrict__ a, const float* __restrict__ 
 }
 """
 
-_lib = build_library(SOURCE, name="silu_mul")
+BINDINGS = r"""
+#include <cstdint>
+#include <pybind11/pybind11.h>
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+    m.def("silu_mul", [](uintptr_t a, uintptr_t b, uintptr_t y, int64_t n) {
+        silu_mul(reinterpret_cast<const float*>(a), reinterpret_cast<const float*>(b), reinterpret_cast<float*>(y), n);
+    });
+}
+"""
+
+_lib = load_inline(
+    "silu_mul",
+    cpp_sources=[SOURCE, BINDINGS],
+    extra_cflags=["-O3", "-march=native", "-fopenmp"],
+    extra_ldflags=["-fopenmp"],
+    no_implicit_headers=True,
+)
 
 
 class ModelNew(nn.Module):
@@ -55,5 +70,5 @@ class ModelNew(nn.Module):
         a = a.contiguous()
         b = b.contiguous()
         y = torch.empty_like(a)
-        _lib.silu_mul(a, b, y, a.numel())
+        _lib.silu_mul(a.data_ptr(), b.data_ptr(), y.data_ptr(), a.numel())
         return y
