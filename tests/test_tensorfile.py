@@ -48,28 +48,50 @@ def test_nan_payloads_and_every_byte_survive(tmp_path, small_stage):
     assert torch.equal(load_values(tmp_path / "b.tf")[0], raw)
 
 
-def _write(path, header: dict, payload: bytes = b"") -> None:
+def _write(path, header: dict, part: bytes = b"") -> None:
     head = json.dumps(header).encode()
-    path.write_bytes(MAGIC + struct.pack("<Q", len(head)) + head + payload)
+    path.write_bytes(MAGIC + struct.pack("<Q", len(head)) + head)
+    path.with_name(path.name + ".p0").write_bytes(part)
+
+
+def _one(dtype="float32", shape=(4,), nbytes=16, stripes=((0, 0, 16),)) -> dict:
+    entry = {"dtype": dtype, "shape": list(shape), "nbytes": nbytes,
+             "stripes": [list(s) for s in stripes]}  # fmt: skip
+    return {"values": {"l": [{"t": 0}]}, "tensors": [entry]}
 
 
 @pytest.mark.parametrize(
     "header, match",
     [
-        ({"values": {"t": 0}, "tensors": [{"dtype": "object", "shape": [1], "offset": 0,
-                                            "nbytes": 8}]}, "dtype"),
-        ({"values": {"t": 0}, "tensors": [{"dtype": "float32", "shape": [1 << 40],
-                                            "offset": 0, "nbytes": 4 << 40}]}, "past the end"),
-        ({"values": {"t": 0}, "tensors": [{"dtype": "float32", "shape": [4], "offset": 0,
-                                            "nbytes": 4}]}, "does not match"),
+        (_one(dtype="object"), "dtype"),
+        (_one(shape=(1 << 40,), nbytes=4 << 40, stripes=((0, 0, 4 << 40),)), "past the end"),
+        (_one(nbytes=4), "does not match"),
+        (_one(stripes=((0, 0, 8),)), "does not match"),
+        (_one(stripes=((9, 0, 16),)), "bad stripe"),
+        (_one(stripes=((0, -4, 16),)), "bad stripe"),
         ({"values": {"t": 3}, "tensors": []}, "out of range"),
         ({"values": {"pickle": "os.system"}, "tensors": []}, "unknown value kind"),
     ],
-)  # fmt: skip
+)
 def test_a_malformed_file_is_refused(tmp_path, header, match):
     _write(tmp_path / "bad.tf", header, b"\0" * 64)
     with pytest.raises(TensorFileError, match=match):
         load_values(tmp_path / "bad.tf")
+
+
+def test_a_well_formed_handmade_file_reads(tmp_path):
+    _write(tmp_path / "ok.tf", _one(), struct.pack("<4f", 1, 2, 3, 4))
+    (got,) = load_values(tmp_path / "ok.tf")
+    assert got.tolist() == [1, 2, 3, 4]
+
+
+def test_large_tensors_are_striped_over_every_part(tmp_path, small_stage):
+    big = torch.arange(10_000, dtype=torch.int32)
+    save_values([big], tmp_path / "s.tf")
+    parts = sorted(p.name for p in tmp_path.iterdir() if ".tf.p" in p.name)
+    assert parts == [f"s.tf.p{k}" for k in range(tensorfile.PARTS)]
+    assert all((tmp_path / p).stat().st_size > 0 for p in parts)
+    assert torch.equal(load_values(tmp_path / "s.tf")[0], big)
 
 
 def test_a_file_that_is_not_a_tensor_file_is_refused(tmp_path):

@@ -1,14 +1,17 @@
 """Values between harness processes: tensors as raw bytes behind a JSON header. Torch only.
 
 Inputs, reference outputs and a candidate's outputs can each be gigabytes. torch.save/torch.load
-go through pickle and, with mmap, fault the data in page by page; here a tensor streams between
-the file and the device through two pinned staging buffers, so the copy runs near the speed of
-memory. The format executes nothing when read, and every field of a header written by an
-untrusted process is checked before any byte is trusted.
+go through pickle and, with mmap, fault the data in page by page; here each tensor is cut into
+stripes, one per part file, which threads write and read in parallel (writes to one file are
+serialised by the kernel, writes to several are not), each through its own pinned buffer to or
+from the device. Reading executes nothing, and every field of a header that an untrusted
+process wrote is checked before any byte is trusted.
 
-Layout: MAGIC, an 8-byte little-endian header length, the JSON header, then each tensor's bytes
-at a 4096-aligned offset. The header holds the value tree ({"t": i} a tensor, {"v": x} a plain
-value, {"l": [...]} a list, {"u": [...]} a tuple) and, per tensor, dtype, shape, offset, nbytes.
+Layout: PATH holds MAGIC, an 8-byte little-endian header length and the JSON header; PATH.p0,
+PATH.p1, ... hold the stripes. The header holds the value tree ({"t": i} a tensor, {"v": x} a
+plain value, {"l": [...]} a list, {"u": [...]} a tuple) and, per tensor, its dtype, shape, nbytes
+and stripes [part, offset, nbytes]. Parts are written before PATH appears (atomically), so a
+reader that finds PATH finds them complete.
 """
 
 from __future__ import annotations
@@ -23,10 +26,10 @@ from typing import Any
 
 import torch
 
-MAGIC = b"KGTF1\n"
+MAGIC = b"KGTF2\n"
 ALIGN = 4096
-STAGE_BYTES = 32 << 20
-THREADS = 4
+STAGE_BYTES = 32 << 20  # per thread: the pinned buffer a stripe streams through
+PARTS = 4
 MAX_HEADER = 16 << 20
 DTYPES = {
     str(d).removeprefix("torch."): d
@@ -47,35 +50,100 @@ def save_values(values: Any, path: Path) -> None:
     """Write a tree of tensors (on any device) and plain values, atomically."""
     tensors: list[torch.Tensor] = []
     tree = _encode(values, tensors)
-    entries = [
-        {"dtype": _dtype_name(t), "shape": list(t.shape), "nbytes": t.numel() * t.element_size(),
-         "offset": 10**15}  # the widest offset, so the real header is no longer than this
-        for t in tensors
-    ]  # fmt: skip
-    header = {"values": tree, "tensors": entries}
-    offset = _aligned(len(MAGIC) + 8 + len(json.dumps(header).encode()))
-    for entry in entries:
-        entry["offset"] = offset
-        offset = _aligned(offset + entry["nbytes"])
-    head = json.dumps(header).encode()
+    flats = [_bytes_view(t.contiguous()) for t in tensors]
+    ends = [0] * PARTS
+    entries, jobs = [], [[] for _ in range(PARTS)]
+    for t, flat in zip(tensors, flats, strict=True):
+        stripes = []
+        for part, (start, n) in enumerate(_stripes(flat.numel())):
+            stripes.append([part, ends[part], n])
+            jobs[part].append((flat, start, n, ends[part]))
+            ends[part] = _aligned(ends[part] + n)
+        entries.append({"dtype": _dtype_name(t), "shape": list(t.shape),
+                        "nbytes": flat.numel(), "stripes": stripes})  # fmt: skip
+    _in_parallel(lambda part: _write_part(_part(path, part), jobs[part], ends[part]))
+    head = json.dumps({"values": tree, "tensors": entries}).encode()
     tmp = path.with_name(path.name + ".partial")
-    with open(tmp, "wb") as f:
-        f.write(MAGIC + struct.pack("<Q", len(head)) + head)
-        f.truncate(offset)
-        stage = _Stage()
-        for t, entry in zip(tensors, entries, strict=True):
-            _write_tensor(f, t, entry["offset"], stage)
+    tmp.write_bytes(MAGIC + struct.pack("<Q", len(head)) + head)
     os.replace(tmp, path)
 
 
 def load_values(path: Path, device: str = "cpu") -> Any:
     """Read a tensor file onto `device`; raises TensorFileError for a malformed one."""
-    size = os.path.getsize(path)
+    header = _read_header(path)
+    sizes = [_size(_part(path, part)) for part in range(PARTS)]
+    outs, jobs = [], [[] for _ in range(PARTS)]
+    for entry in header["tensors"]:
+        _check_entry(entry, sizes)
+        out = torch.empty(entry["shape"], dtype=DTYPES[entry["dtype"]], device=device)
+        flat, start = _bytes_view(out), 0
+        for part, offset, n in entry["stripes"]:
+            jobs[part].append((flat, start, n, offset))
+            start += n
+        outs.append(out)
+    _in_parallel(lambda part: _read_part(_part(path, part), jobs[part]))
+    return _decode(header["values"], outs)
+
+
+def _stripes(nbytes: int) -> list[tuple[int, int]]:
+    """(start, length) of each stripe: one per part, or fewer for a small tensor."""
+    count = max(1, min(PARTS, -(-nbytes // STAGE_BYTES)))
+    bounds = [nbytes * i // count for i in range(count + 1)]
+    return [(bounds[i], bounds[i + 1] - bounds[i]) for i in range(count)]
+
+
+def _write_part(path: Path, jobs: list, size: int) -> None:
+    with open(path, "wb") as f:
+        f.truncate(size)
+        fd, buffer = f.fileno(), None
+        for flat, start, n, offset in jobs:
+            for done in range(0, n, STAGE_BYTES):
+                chunk = flat[start + done : start + min(n, done + STAGE_BYTES)]
+                if chunk.device.type != "cpu":
+                    buffer = buffer if buffer is not None else _pinned()
+                    chunk = buffer[: chunk.numel()].copy_(chunk)
+                _pwrite_all(fd, memoryview(chunk.numpy()), offset + done)
+
+
+def _read_part(path: Path, jobs: list) -> None:
+    if not jobs:
+        return
     with open(path, "rb") as f:
-        header = _read_header(f, size)
-        stage = _Stage()
-        tensors = [_read_tensor(f, entry, device, stage) for entry in header["tensors"]]
-    return _decode(header["values"], tensors)
+        fd, buffer = f.fileno(), None
+        for flat, start, n, offset in jobs:
+            for done in range(0, n, STAGE_BYTES):
+                target = flat[start + done : start + min(n, done + STAGE_BYTES)]
+                if target.device.type == "cpu":
+                    _pread_all(fd, memoryview(target.numpy()), offset + done)
+                    continue
+                buffer = buffer if buffer is not None else _pinned()
+                staged = buffer[: target.numel()]
+                _pread_all(fd, memoryview(staged.numpy()), offset + done)
+                target.copy_(staged)
+
+
+def _pinned() -> torch.Tensor:
+    return torch.empty(STAGE_BYTES, dtype=torch.uint8, pin_memory=True)
+
+
+@functools.cache
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(PARTS, thread_name_prefix="tensorfile")
+
+
+def _in_parallel(job) -> None:
+    list(_pool().map(job, range(PARTS)))
+
+
+def _part(path: Path, part: int) -> Path:
+    return path.with_name(f"{path.name}.p{part}")
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _encode(value: Any, tensors: list[torch.Tensor]) -> Any:
@@ -109,110 +177,47 @@ def _decode(node: Any, tensors: list[torch.Tensor]) -> Any:
     raise TensorFileError(f"unknown value kind {kind!r}")
 
 
-def _read_header(f, size: int) -> dict:
-    start = f.read(len(MAGIC) + 8)
-    if len(start) != len(MAGIC) + 8 or not start.startswith(MAGIC):
-        raise TensorFileError("not a kernelgraph tensor file")
-    (length,) = struct.unpack("<Q", start[len(MAGIC) :])
-    if length > MAX_HEADER:
-        raise TensorFileError("header too large")
+def _read_header(path: Path) -> dict:
+    with open(path, "rb") as f:
+        start = f.read(len(MAGIC) + 8)
+        if len(start) != len(MAGIC) + 8 or not start.startswith(MAGIC):
+            raise TensorFileError("not a kernelgraph tensor file")
+        (length,) = struct.unpack("<Q", start[len(MAGIC) :])
+        if length > MAX_HEADER:
+            raise TensorFileError("header too large")
+        raw = f.read(length)
     try:
-        header = json.loads(f.read(length))
+        header = json.loads(raw)
     except ValueError as exc:
         raise TensorFileError(f"unreadable header: {exc}") from exc
-    entries = header.get("tensors") if isinstance(header, dict) else None
-    if not isinstance(entries, list):
+    if not isinstance(header, dict) or not isinstance(header.get("tensors"), list):
         raise TensorFileError("header lists no tensors")
-    for entry in entries:
-        _check_entry(entry, size)
     return header
 
 
-def _check_entry(entry: Any, size: int) -> None:
+def _check_entry(entry: Any, sizes: list[int]) -> None:
     if not isinstance(entry, dict) or entry.get("dtype") not in DTYPES:
         raise TensorFileError("unknown tensor dtype")
-    shape, offset, nbytes = entry.get("shape"), entry.get("offset"), entry.get("nbytes")
+    shape, nbytes, stripes = entry.get("shape"), entry.get("nbytes"), entry.get("stripes")
     if not isinstance(shape, list) or not all(isinstance(n, int) and n >= 0 for n in shape):
         raise TensorFileError("bad tensor shape")
     numel = 1
     for n in shape:
         numel *= n
-    itemsize = DTYPES[entry["dtype"]].itemsize
-    if nbytes != numel * itemsize or not isinstance(offset, int) or offset < 0:
+    if nbytes != numel * DTYPES[entry["dtype"]].itemsize or not isinstance(stripes, list):
         raise TensorFileError("tensor size does not match its shape")
-    if offset + nbytes > size:
-        raise TensorFileError("tensor data runs past the end of the file")
-
-
-class _Stage:
-    """Pinned host buffers, filled (or drained) by several threads at once while the device
-    copies the previous batch: page-cache reads and writes run at several GB/s per thread."""
-
-    def __init__(self) -> None:
-        self.pool = ThreadPoolExecutor(THREADS)
-        self.done: Any = None  # an event after the last batch's copies
-
-    @functools.cached_property
-    def buffers(self) -> list[torch.Tensor]:  # only a device transfer needs them
-        return [
-            torch.empty(STAGE_BYTES, dtype=torch.uint8, pin_memory=True) for _ in range(THREADS)
-        ]
-
-    def wait(self) -> None:
-        if self.done is not None:
-            self.done.synchronize()
-
-    def mark(self) -> None:
-        self.done = torch.cuda.Event()
-        self.done.record()
-
-    def run(self, io, jobs: list[tuple[memoryview, int]], fd: int) -> None:
-        list(self.pool.map(lambda job: io(fd, *job), jobs))
-
-
-def _batches(total: int) -> list[list[tuple[int, int, int]]]:
-    """(buffer index, byte start, length) chunks, in batches of one chunk per buffer."""
-    chunks = [(start, min(STAGE_BYTES, total - start)) for start in range(0, total, STAGE_BYTES)]
-    return [
-        [(k, start, n) for k, (start, n) in enumerate(chunks[i : i + THREADS])]
-        for i in range(0, len(chunks), THREADS)
-    ]
-
-
-def _host_jobs(flat: torch.Tensor, offset: int) -> list[tuple[memoryview, int]]:
-    view = memoryview(flat.numpy())
-    return [(view[s : s + n], offset + s) for batch in _batches(flat.numel()) for _, s, n in batch]
-
-
-def _write_tensor(f, tensor: torch.Tensor, offset: int, stage: _Stage) -> None:
-    flat = _bytes_view(tensor.contiguous())
-    if flat.device.type == "cpu":
-        stage.run(_pwrite_all, _host_jobs(flat, offset), f.fileno())
-        return
-    for batch in _batches(flat.numel()):
-        for k, start, n in batch:
-            stage.buffers[k][:n].copy_(flat[start : start + n], non_blocking=True)
-        torch.cuda.current_stream().synchronize()
-        jobs = [(memoryview(stage.buffers[k][:n].numpy()), offset + s) for k, s, n in batch]
-        stage.run(_pwrite_all, jobs, f.fileno())
-
-
-def _read_tensor(f, entry: dict, device: str, stage: _Stage) -> torch.Tensor:
-    out = torch.empty(entry["shape"], dtype=DTYPES[entry["dtype"]], device=device)
-    flat = _bytes_view(out)
-    offset = entry["offset"]
-    if device == "cpu":
-        stage.run(_pread_all, _host_jobs(flat, offset), f.fileno())
-        return out
-    for batch in _batches(flat.numel()):
-        stage.wait()  # the buffers' previous copies to the device are done
-        jobs = [(memoryview(stage.buffers[k][:n].numpy()), offset + s) for k, s, n in batch]
-        stage.run(_pread_all, jobs, f.fileno())
-        for k, start, n in batch:
-            flat[start : start + n].copy_(stage.buffers[k][:n], non_blocking=True)
-        stage.mark()
-    stage.wait()
-    return out
+    total = 0
+    for stripe in stripes:
+        ok = isinstance(stripe, list) and len(stripe) == 3
+        ok = ok and all(isinstance(v, int) and v >= 0 for v in stripe)
+        if not ok or stripe[0] >= PARTS:
+            raise TensorFileError("bad stripe")
+        part, offset, n = stripe
+        if offset + n > sizes[part]:
+            raise TensorFileError("tensor data runs past the end of its part file")
+        total += n
+    if total != nbytes:
+        raise TensorFileError("tensor size does not match its shape")
 
 
 def _pread_all(fd: int, view: memoryview, offset: int) -> None:
