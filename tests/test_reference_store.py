@@ -125,3 +125,19 @@ def test_a_machine_failure_is_retried_then_reported_as_a_harness_error(
     monkeypatch.setattr(evaluate_module, "check_worker", always)
     with pytest.raises(HarnessError, match="tried 2 times.*not the task or the kernel"):
         run(cases, tmp_path, kernel="cpp_scale_add_omp")
+
+
+def test_making_room_on_a_short_disk_evicts_only_what_it_must(tmp_path, monkeypatch):
+    store = refstore.ReferenceStore(tmp_path / "refs")
+    for key in ("oldest", "older", "mine"):
+        with store.using(key) as entry:
+            (entry.inputs_dir / "inputs_1.tf").write_bytes(b"x" * 100_000)
+            entry.seal({"ok": True})
+
+    class Disk:  # 1 MB free, whatever else runs on this machine
+        f_bavail, f_frsize = 1000, 1000
+
+    monkeypatch.setattr(refstore.os, "statvfs", lambda path: Disk)
+    assert store.make_room("mine", 1_000_000) == []  # enough already
+    assert store.make_room("mine", 1_050_000) == ["oldest"]
+    assert sorted(p.name for p in store.inputs_root.iterdir()) == ["mine", "older"]

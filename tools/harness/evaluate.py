@@ -27,7 +27,7 @@ from tools.harness.config import EvalConfig, cache_key
 from tools.harness.exchange import read_json, work_root, write_json
 from tools.harness.extra_shapes import check_extra_shapes
 from tools.harness.fifo_clock import FifoClock
-from tools.harness.infra import check_worker, retried
+from tools.harness.infra import InfraFailure, check_worker, retried
 from tools.harness.memory import host_limit_bytes
 from tools.harness.reference import pool_seeds, reference_seeds, verification_seeds
 from tools.harness.refstore import RefEntry, ReferenceStore, ephemeral_entry, store_key
@@ -243,11 +243,16 @@ def _evaluate(ev: Evaluation, store: ReferenceStore | None, entry: RefEntry, ada
     )  # fmt: skip
     meta = entry.meta()
     if meta is None:
-        prep = ev.worker(
-            "prepare",
-            {"seeds": reference_seeds(seeds), "validate": True, **where},
-            private=ev.base_spec(),
-        )
+        try:
+            prep = ev.worker(
+                "prepare",
+                {"seeds": reference_seeds(seeds), "validate": True, **where},
+                private=ev.base_spec(),
+            )
+        except InfraFailure as exc:
+            if store is not None and exc.disk_bytes:
+                store.make_room(entry.key, exc.disk_bytes)  # the retry finds the room
+            raise
         meta = {**_prepare_meta(prep, ev.task), "reference_build_s": round(prep.process.wall_s, 3)}
         entry.seal(meta)
         if store is not None:

@@ -24,13 +24,21 @@ OWN_MEMORY_SHARE = 0.5
 
 
 class InfraFailure(Exception):
-    """One attempt failed for reasons of the machine; the caller retries."""
+    """One attempt failed for reasons of the machine; the caller retries. `disk_bytes`: the
+    free disk the reference store needs (the caller can make room before retrying)."""
+
+    def __init__(self, message: str, disk_bytes: int = 0) -> None:
+        super().__init__(message)
+        self.disk_bytes = disk_bytes
 
 
 def check_worker(role: str, process: ProcessResult, result: dict | None, limit: int) -> None:
     """Raise InfraFailure when `role`'s worker failed because of the machine."""
     if result and result.get("machine_error"):
-        raise InfraFailure(f"the {role} worker could not go on: {result['machine_error']}")
+        raise InfraFailure(
+            f"the {role} worker could not go on: {result['machine_error']}",
+            disk_bytes=int(result.get("disk_bytes") or 0),
+        )
     if process.killed_from_outside:
         if role == "candidate" and process.peak_rss_bytes >= OWN_MEMORY_SHARE * limit:
             return  # its own appetite: assemble reports it as the candidate's crash
@@ -46,7 +54,8 @@ def killer(process: ProcessResult) -> str:
     if process.oom_kills:
         return (
             f"the system's OOM killer killed {process.oom_kills} process(es) meanwhile: host "
-            f"memory ran out, often because other jobs share this machine"
+            f"memory ran out, often because other jobs share this machine; run fewer at once "
+            f"or lower --max-host-memory"
         )
     return "no OOM kill was recorded; another process or an administrator sent it"
 
@@ -63,8 +72,4 @@ def retried(attempt: Callable[[], T]) -> T:
 
 
 def give_up_message(failure: InfraFailure | None) -> str:
-    return (
-        f"{failure} (tried {ATTEMPTS} times). This is the machine, not the task or the "
-        f"kernel: free host memory (fewer jobs at once) or lower --max-host-memory, then try "
-        f"again."
-    )
+    return f"{failure} (tried {ATTEMPTS} times: the machine, not the task or the kernel)."

@@ -46,8 +46,13 @@ def peak_device_estimate(meta: dict) -> int | None:
 
 
 class DeviceBusy(Exception):
-    """The task would fit the device, but others hold the memory it needs: the machine's
-    problem, not the task's (the harness retries, then reports a resumable harness error)."""
+    """The task would fit the machine, but others hold the device memory or the disk it needs:
+    the machine's problem, not the task's (the harness retries, then reports a resumable
+    harness error). `disk_bytes`: the disk the reference store must have free."""
+
+    def __init__(self, message: str, disk_bytes: int = 0) -> None:
+        super().__init__(message)
+        self.disk_bytes = disk_bytes
 
 
 def check_fits(meta: dict, device: str, task) -> None:
@@ -88,8 +93,9 @@ def check_disk(meta: dict, seeds: int, folders: list[Path]) -> None:
         raise DeviceBusy(
             f"the task's reference ({seeds} seeds of inputs and outputs) needs about "
             f"{needed / 2**30:.1f} GiB on the disk of {folders[0]} but {free / 2**30:.1f} GiB "
-            f"is free. Free some disk, point KERNELGRAPH_CACHE_DIR at a larger one, or use "
-            f"--no-cache"
+            f"is free, even after older reference-store entries were removed. Free some disk, "
+            f"point KERNELGRAPH_CACHE_DIR at a larger one, or use --no-cache",
+            disk_bytes=int(needed),
         )
 
 

@@ -133,6 +133,15 @@ class ReferenceStore:
             removed.append(key)
         return removed
 
+    def make_room(self, keep: str, disk_bytes: int) -> list[str]:
+        """Evict unused entries until the store's disk has `disk_bytes` free, or none is left."""
+        stats = os.statvfs(self.root)
+        short = disk_bytes - stats.f_bavail * stats.f_frsize
+        if short <= 0:
+            return []
+        held = sum(self._size(p.stem) for p in self.locks.glob("*.lock"))
+        return self.evict(keep, max(held - short, 0))
+
     def _size(self, key: str) -> int:
         entry = self.entry(key)
         return sum(

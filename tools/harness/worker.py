@@ -46,7 +46,7 @@ def main(argv: list[str]) -> int:
     except TaskError as exc:
         result = {"task_error": str(exc)}
     except DeviceBusy as exc:  # the machine's problem: the parent retries
-        result = {"machine_error": str(exc)}
+        result = {"machine_error": str(exc), "disk_bytes": exc.disk_bytes}
     except Exception as exc:  # noqa: BLE001 - reported to the parent as data
         result = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
     result["stages_s"] = {"startup": round(startup_s, 4), **watch.seconds}
