@@ -52,7 +52,7 @@ def test_the_second_candidate_reuses_the_reference_and_its_baseline(cases, tmp_p
     assert second.timing.eager_ms == first.timing.eager_ms  # one baseline, not re-timed
     assert len(entries(store_root)) == 1
     (key,) = entries(store_root)
-    assert sorted(p.name for p in (store_root / "expected" / key).iterdir()) == [
+    assert sorted(p.name for p in (store_root / "expected" / key).glob("*.tf")) == [
         "expected_42.tf", "expected_43.tf"
     ]  # fmt: skip
 

@@ -143,13 +143,20 @@ class ReferenceStore:
         return self.evict(keep, max(held - short, 0))
 
     def _size(self, key: str) -> int:
+        """Bytes an entry holds; files that vanish meanwhile (renamed, evicted) count 0."""
         entry = self.entry(key)
-        return sum(
-            f.stat().st_size
-            for folder in (entry.inputs_dir, entry.expected_dir)
-            if folder.is_dir()
-            for f in folder.iterdir()
-        )
+        total = 0
+        for folder in (entry.inputs_dir, entry.expected_dir):
+            try:
+                files = list(os.scandir(folder))
+            except OSError:
+                continue
+            for f in files:
+                try:
+                    total += f.stat().st_size
+                except OSError:
+                    pass
+        return total
 
     def budget_bytes(self) -> int:
         """KERNELGRAPH_REF_STORE_GB, else half the free disk (counting what the store holds)."""
