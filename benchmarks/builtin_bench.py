@@ -349,6 +349,7 @@ def report(path: Path) -> None:
     table([*header, "geomean vs torch.compile"], per_category)
     overall = geomean([r.get("speedup_vs_eager") for r in verified])
     print(f"\nOverall geomean speedup vs eager (verified tasks): {fmt(overall)}")
+    harness_table([r for r in rows if r.get("harness")])
     failed = [r for r in rows if not has_verified_kernel(r)]
     if failed:
         print("\n## Not verified\n")
@@ -357,6 +358,25 @@ def report(path: Path) -> None:
             print(
                 f"- `{r['task']}` ({r.get('status')}, exit {r.get('exit_code')}): {first[0][:300]}"
             )
+
+
+def harness_table(rows: list[dict[str, Any]]) -> None:
+    """Issue 11's view: did the harness evaluate each problem, at what cost per evaluation."""
+    if not rows:
+        return
+    print("\n## Harness at the problems' sizes\n")
+    header = ["task", "evaluated", "harness failure", "reference build s", "wall s per evaluation"]
+    body = []
+    for r in rows:
+        h = r["harness"]
+        builds = {e["reference"].get("build_s") for e in r.get("evaluations") or []} - {None}
+        walls = ", ".join(f"{w:.1f}" for w in h["candidate_wall_s"]) or "-"
+        body.append([r["task"], "yes" if h["evaluated"] else f"no ({h['reason']})",
+                     "yes" if h["harness_failure"] else "no",
+                     ", ".join(f"{b:.1f}" for b in sorted(builds)) or "-", walls])  # fmt: skip
+    table([*header, "peak host GiB", "peak device GiB"],
+          [[*row, fmt(r["harness"]["peak_host_gib"]), fmt(r["harness"]["peak_device_gib"])]
+           for row, r in zip(body, rows, strict=True)])  # fmt: skip
 
 
 def main() -> None:
