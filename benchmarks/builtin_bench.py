@@ -168,6 +168,7 @@ def run_once(name: str, path: Path, ns: argparse.Namespace, db: Path, policy: st
     args += ["--max-iterations", str(ns.max_configs)]
     args += ["--timeout", str(ns.timeout)] if ns.timeout else []
     args += [] if ns.baseline_compile else ["--no-baseline-compile"]
+    args += ["--no-cache"] if ns.no_cache else []
     for item in ns.set or []:
         args += ["--set", item]
     start = time.monotonic()
@@ -384,6 +385,9 @@ def main() -> None:
     parser.add_argument("--suite", type=Path, action="append", help="Folder of tasks; repeatable.")
     parser.add_argument("--fallback-policy", help="Policy for a second try of unsupported tasks.")
     parser.add_argument("--pairs", type=Path, help="Append verified (problem, kernel) pairs here.")
+    parser.add_argument(
+        "--no-cache", action="store_true", help="Runs read no cached verdict or reference."
+    )
     parser.add_argument(
         "--baseline-compile", action=argparse.BooleanOptionalAction, default=True,
         help="Also time torch.compile (default on).",
