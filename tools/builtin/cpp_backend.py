@@ -131,6 +131,11 @@ _CFLAGS = {CFLAGS!r}
 
 def _dtype_code(t):
     return 1 if t.dtype == torch.int64 else 2 if t.dtype == torch.bool else 0
+
+
+def _floats(*tensors):
+    """Kernel inputs as the C functions read them (float*): bool and integer ones converted."""
+    return [t if t.is_floating_point() else t.float() for t in tensors]
 '''
 
 PARALLEL_MIN = 1 << 15  # elements below which one thread beats starting the team
@@ -216,13 +221,14 @@ class CppBackend:
         """Tensors go as their data pointers, dynamic-dtype outputs with their dtype code."""
         dynamic = _dynamic(kernel)
         n_in = len(kernel.inputs)
-        values = [f"{arg}.data_ptr()" for arg in args[:n_in]]
+        values = [f"_in[{i}].data_ptr()" for i in range(n_in)]  # _in keeps converted ones alive
         for name, arg in zip(kernel.outputs, args[n_in:], strict=True):
             values.append(f"{arg}.data_ptr()")
             if name in dynamic:
                 values.append(f"_dtype_code({arg})")
         values += [str(int(config[p])) for p in self.params(kernel)]
-        return [f"_lib.{kernel.name}({', '.join(values)})"]
+        call = f"_lib.{kernel.name}({', '.join(values)})"
+        return [f"_in = _floats({', '.join(args[:n_in])})", call] if n_in else [call]
 
 
 def _c_source(kernel: FusedKernel | GemmKernel) -> str:

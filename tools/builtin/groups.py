@@ -28,7 +28,7 @@ from tools.builtin.expr import (
     walk,
 )
 from tools.builtin.kernels import FusedKernel, GemmKernel, Operand, Reduction, Store, numel
-from tools.builtin.lowering import lower_pointwise
+from tools.builtin.lowering import Position, lower_pointwise
 from tools.builtin.reductions import ROW_OPS, RowLowering, row_key
 from tools.builtin.values import Value
 
@@ -234,7 +234,8 @@ class GroupBuilder:
             space = self._space_of(shape)
             args = [self.operand(a, shape, space) for a in op.get("argv") or []]
             kwargs = {k: self.operand(v, shape, space) for k, v in (op.get("kwargv") or {}).items()}
-            expr = lower_pointwise(name, op["overload"], args, kwargs)
+            at = Position(var("idx") if space == "full" else var("k"), tuple(shape))
+            expr = lower_pointwise(name, op["overload"], args, kwargs, at)
             self.env[(f"op:{index}", 0)] = InGroup(expr, space, shape)
 
     def _repeat(self, index: int, op: dict) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from tools.builtin.errors import Unsupported
@@ -16,6 +17,18 @@ from tools.builtin.expr import Expr, as_expr, call, const
 
 Lowering = Callable[[list[Any], dict[str, Any]], Expr]
 POINTWISE: dict[str, Lowering] = {}
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a pointwise op's element sits (its flat row-major index into `shape`), for ops
+    whose value depends on it (triu, tril: tools/builtin/indexed.py)."""
+
+    index: Expr
+    shape: tuple[int, ...]
+
+
+INDEXED: dict[str, Callable[[list[Any], dict[str, Any], Position], Expr]] = {}
 
 
 def _register(*names: str):
@@ -329,6 +342,13 @@ def _cast(args, kwargs):
     return _x(args)  # float dtypes: the store casts; integer casts are not written here
 
 
+@_register("xlogy")
+def _xlogy(args, kwargs):
+    x, y = _x(args), as_expr(args[1])  # 0 where x == 0 (even for y == 0), NaN where y is NaN
+    product = call("where", call("eq", x, const(0.0)), const(0.0), call("mul", x, call("log", y)))
+    return call("where", call("isnan", y), y, product)
+
+
 @_register("tanhshrink")
 def _tanhshrink(args, kwargs):
     x = _x(args)
@@ -341,7 +361,11 @@ def _log_sigmoid(args, kwargs):
     return call("neg", softplus(call("neg", x)))
 
 
-def lower_pointwise(name: str, overload: str, args: list[Any], kwargs: dict[str, Any]) -> Expr:
+def lower_pointwise(
+    name: str, overload: str, args: list[Any], kwargs: dict[str, Any], at: Position | None = None
+) -> Expr:
+    if name in INDEXED and at is not None:
+        return as_expr(INDEXED[name](args, kwargs, at))
     fn = POINTWISE.get(f"{name}.{overload}") or POINTWISE.get(name)
     if fn is None:
         raise Unsupported(f"aten.{name}")

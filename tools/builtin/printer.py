@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from tools.builtin.expr import Expr, Load
+from tools.builtin.expr import INDEX_OPS, Expr, Load
 
 
 class Syntax(Protocol):
@@ -51,6 +51,8 @@ class Printer:
             return self.syntax.constant(e.attr)
         if e.op == "var":
             return self.names.get(e.attr, e.attr)
+        if e.op in INDEX_OPS:  # an element's position used as a value (triu, tril)
+            return self.index(e)
         if e.op == "load":
             text = self.syntax.load(e.attr, self.index(e.attr.offset))
         else:

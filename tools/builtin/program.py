@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tools.analysis.ops import ALLOC, NO_COMPUTE, POINTWISE, VIEW
+from tools.builtin import indexed, losses  # noqa: F401  (they register their lowerings)
 from tools.builtin.errors import FusionError, Unsupported
 from tools.builtin.groups import GEMMS, GroupContext, GroupResult, build_group, op_name
 from tools.builtin.kernels import FusedKernel, GemmKernel
+from tools.builtin.lowering import INDEXED
 from tools.builtin.lowering import POINTWISE as POINTWISE_OPS
 from tools.builtin.reductions import row_key
 from tools.builtin.values import (
@@ -60,6 +62,7 @@ def writable(op: dict[str, Any]) -> bool:
         or name == "repeat"
         or row_key(name, op["overload"]) is not None
         or (f"{name}.{op['overload']}" in POINTWISE_OPS or name in POINTWISE_OPS)
+        or name in INDEXED
     )
 
 

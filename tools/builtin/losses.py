@@ -1,0 +1,101 @@
+"""Loss functions as row ops (ROW_OPS in tools/builtin/reductions.py): an elementwise loss over
+the input's space, then the reduction the op's `reduction` argument names.
+
+ATen's reduction codes: 0 none (the elementwise loss), 1 mean, 2 sum. Cross-entropy traces as
+log_softmax then nll_loss_forward; the latter picks each row's target class with an index
+predicate (class == target) inside a reduction, so it needs no gather.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tools.builtin.errors import Unsupported
+from tools.builtin.expr import Expr, call, const, reduce, var
+from tools.builtin.reductions import ROW_OPS, RowArgs, RowLowering, _get, _register
+
+NONE, MEAN, SUM = 0, 1, 2
+
+
+def _reduced(a: RowArgs, loss: Expr, reduction: int) -> RowLowering:
+    """The elementwise `loss` over the input's space, reduced as `reduction` says."""
+    shape = list(a.in_shape)
+    if reduction == NONE:
+        return RowLowering(shape, [], [loss])
+    total = reduce("sum", loss)
+    if reduction == MEAN:
+        count = 1
+        for size in shape:
+            count *= size
+        total = call("div", total, const(float(count)))
+    return RowLowering(shape, list(range(len(shape))), [total])
+
+
+def _difference(a: RowArgs) -> Expr:
+    return call("sub", a.x(), a.full(1, list(a.in_shape)))
+
+
+def _elementwise(loss: Callable[[Expr, RowArgs], Expr]):
+    """A loss of (input - target), with reduction as argument 2."""
+
+    def lower(a: RowArgs) -> RowLowering:
+        return _reduced(a, loss(_difference(a), a), int(_get(a, 2, "reduction", MEAN)))
+
+    return lower
+
+
+def _squared(d: Expr, a: RowArgs) -> Expr:
+    return call("mul", d, d)
+
+
+def _absolute(d: Expr, a: RowArgs) -> Expr:
+    return call("abs", d)
+
+
+def _smooth_l1(d: Expr, a: RowArgs) -> Expr:
+    """0.5 d^2 / beta below beta, |d| - 0.5 beta above (beta 0: the L1 loss)."""
+    beta = float(_get(a, 3, "beta", 1.0))
+    size = call("abs", d)
+    if beta == 0:
+        return size
+    quadratic = call("div", call("mul", call("mul", size, size), const(0.5)), const(beta))
+    return call("where", call("lt", size, const(beta)), quadratic,
+                call("sub", size, const(0.5 * beta)))  # fmt: skip
+
+
+def _huber(d: Expr, a: RowArgs) -> Expr:
+    """0.5 d^2 below delta, delta (|d| - 0.5 delta) above."""
+    delta = float(_get(a, 3, "delta", 1.0))
+    size = call("abs", d)
+    quadratic = call("mul", call("mul", size, size), const(0.5))
+    linear = call("mul", call("sub", size, const(0.5 * delta)), const(delta))
+    return call("where", call("lt", size, const(delta)), quadratic, linear)
+
+
+ROW_OPS["mse_loss"] = _elementwise(_squared)
+ROW_OPS["l1_loss"] = _elementwise(_absolute)
+ROW_OPS["smooth_l1_loss"] = _elementwise(_smooth_l1)
+ROW_OPS["huber_loss"] = _elementwise(_huber)
+
+
+@_register("nll_loss_forward")
+def _nll_loss(a: RowArgs) -> RowLowering:
+    """-(log-probability of each row's target class), over the rows that are not ignored;
+    mean divides by their count (total_weight, the op's second output)."""
+    if len(a.in_shape) != 2:
+        raise Unsupported("aten.nll_loss_forward", f"input of shape {a.in_shape} (not [N, C])")
+    if a.present(2):
+        raise Unsupported("aten.nll_loss_forward with class weights")
+    reduction = int(_get(a, 3, "reduction", MEAN))
+    ignore = _get(a, 4, "ignore_index", -100)
+    rows, classes = a.in_shape
+    target = a.full(1, [rows, classes], place=[0])
+    column = Expr("imod", (var("idx"), const(classes)))
+    picked = call("and", call("eq", column, target), call("ne", target, const(float(ignore))))
+    loss = call("where", picked, call("neg", a.x()), const(0.0))
+    weight = call("where", picked, const(1.0), const(0.0))
+    dims = [1] if reduction == NONE else [0, 1]
+    total, count = reduce("sum", loss), reduce("sum", weight)
+    if reduction == MEAN:
+        total = call("div", total, count)
+    return RowLowering([rows, classes], dims, [total, None if reduction == NONE else count])
