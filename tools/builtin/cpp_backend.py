@@ -13,9 +13,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tools.builtin import cpp_emit, cpp_gemm, cpp_rows
+from tools.builtin import cpp_emit, cpp_gemm, cpp_pool, cpp_rows
 from tools.builtin.errors import Unsupported
 from tools.builtin.kernels import FusedKernel, GemmKernel
+from tools.builtin.pooling import PoolKernel
 from tools.dsl.cpp_bindings import OPT_FLAGS, extension_name, pybind_module
 
 HELPERS = r"""#include <algorithm>
@@ -166,6 +167,8 @@ class CppBackend:
 
     def params(self, kernel: FusedKernel | GemmKernel) -> list[str]:
         """The C function's tuning arguments, in order."""
+        if isinstance(kernel, PoolKernel):
+            return ["threads"]
         if isinstance(kernel, GemmKernel):
             return list(cpp_gemm.PARAMS)
         if kernel.is_pointwise() or kernel.inner == 1:
@@ -175,6 +178,8 @@ class CppBackend:
     def default(self, kernel: FusedKernel | GemmKernel) -> dict[str, Any]:
         if isinstance(kernel, GemmKernel):
             return _gemm_default(kernel)
+        if isinstance(kernel, PoolKernel):
+            return {"threads": 1 if kernel.numel * kernel.window_numel < PARALLEL_MIN else 0}
         threads = 1 if kernel.numel < PARALLEL_MIN else 0  # 0: all cores
         if kernel.is_pointwise() or kernel.inner == 1:
             return {"threads": threads}
@@ -186,6 +191,8 @@ class CppBackend:
 
     def tunables(self, kernel: FusedKernel | GemmKernel) -> dict[str, list[Any]]:
         threads = _thread_choices()
+        if isinstance(kernel, PoolKernel):
+            return {"threads": threads}
         if isinstance(kernel, GemmKernel):
             return {"threads": threads, "BLOCK_M": [48, 96, 192], "BLOCK_N": [128, 256, 512],
                     "BLOCK_K": [128, 256, 512]}  # fmt: skip
@@ -235,7 +242,9 @@ def _c_source(kernel: FusedKernel | GemmKernel) -> str:
     """The kernel's C++ in a namespace of its own (its helpers and constants may repeat another
     kernel's in the same build), its `#include` lines first, outside it. The `extern "C"`
     function keeps C linkage, so the bindings reach it by its plain name."""
-    if isinstance(kernel, GemmKernel):
+    if isinstance(kernel, PoolKernel):
+        source = cpp_pool.pool_source(kernel)
+    elif isinstance(kernel, GemmKernel):
         source = cpp_gemm.gemm_source(kernel)
     elif kernel.is_pointwise():
         rows = cpp_emit.broadcast_rows(kernel)
@@ -252,6 +261,8 @@ def _c_source(kernel: FusedKernel | GemmKernel) -> str:
 def _dynamic(kernel: FusedKernel | GemmKernel) -> set[str]:
     if isinstance(kernel, GemmKernel):
         return cpp_emit.dynamic_outputs(kernel.stores)
+    if isinstance(kernel, PoolKernel):
+        return cpp_emit.dynamic_outputs(kernel.stores, {"arg"})
     return cpp_emit.dynamic_outputs(kernel.stores, cpp_emit.arg_reduction_vars(kernel))
 
 

@@ -29,6 +29,7 @@ from tools.builtin.expr import (
 )
 from tools.builtin.kernels import FusedKernel, GemmKernel, Operand, Reduction, Store, numel
 from tools.builtin.lowering import Position, lower_pointwise
+from tools.builtin.pooling import PoolKernel, pool_kernel, pool_key, pool_spec
 from tools.builtin.reductions import ROW_OPS, RowLowering, row_key
 from tools.builtin.values import Value
 
@@ -95,7 +96,7 @@ class GroupContext:
 
 @dataclass
 class GroupResult:
-    kernel: FusedKernel | GemmKernel
+    kernel: FusedKernel | GemmKernel | PoolKernel
     inputs: list[Value] = field(default_factory=list)
     outputs: list[tuple[tuple[str, int], list[int], str]] = field(default_factory=list)
 
@@ -227,6 +228,8 @@ class GroupBuilder:
             self._gemm(index, op, name)
         elif name == "repeat":
             self._repeat(index, op)
+        elif pool_key(name) is not None:
+            self._pool(index, op)
         elif key is not None:
             self._row(index, op, key)
         else:
@@ -260,6 +263,18 @@ class GroupBuilder:
             if expr is not None:
                 self.env[(f"op:{index}", slot)] = InGroup(expr, self._space_of(out["shape"]),
                                                           out["shape"])  # fmt: skip
+
+    def _pool(self, index: int, op: dict) -> None:
+        """A pool anchors its kernel, like a GEMM: what follows is its epilogue over var("acc")
+        (the pooled value) and var("arg") (max pooling's indices)."""
+        shape = op["outs"][0]["shape"]
+        if index != self.members[0] or self.space.rlen > 1 or self.space.full != numel(shape):
+            raise FusionError("a pool inside a fused kernel")
+        x = self.ctx.external(op["argv"][0])
+        self.pool = (pool_spec(op), x, self._arg(x), shape)
+        for slot, out in enumerate(op["outs"]):
+            self.env[(f"op:{index}", slot)] = InGroup(var(("acc", "arg")[slot]), "acc",
+                                                      out["shape"])  # fmt: skip
 
     def _gemm(self, index: int, op: dict, name: str) -> None:
         if index != self.members[0]:
@@ -302,6 +317,11 @@ class GroupBuilder:
         inputs = [self.arg_names[v.var] for v in self.inputs]
         if hasattr(self, "gemm"):
             kernel = self._gemm_kernel(stores, inputs, names)
+        elif hasattr(self, "pool"):
+            if any(node.op == "reduce" for s in stores for node in walk(s.value)):
+                raise FusionError("a reduction after a pool")
+            spec, x, source, shape = self.pool
+            kernel = pool_kernel(self.name, spec, x, source, shape, stores, inputs, names)
         else:
             kernel = self._fused_kernel(stores, inputs, names, kind)
         return GroupResult(kernel, list(self.inputs), outputs)

@@ -18,6 +18,7 @@ from tools.builtin.groups import GEMMS, GroupContext, GroupResult, build_group, 
 from tools.builtin.kernels import FusedKernel, GemmKernel
 from tools.builtin.lowering import INDEXED
 from tools.builtin.lowering import POINTWISE as POINTWISE_OPS
+from tools.builtin.pooling import PoolKernel, pool_key
 from tools.builtin.reductions import row_key
 from tools.builtin.values import (
     DROPPED_KWARGS,
@@ -37,7 +38,7 @@ class Step:
     outs: list[str]
     op: str = ""  # "aten.view.default" for views and library calls
     args: str = ""  # Python source of the arguments
-    kernel: FusedKernel | GemmKernel | None = None
+    kernel: FusedKernel | GemmKernel | PoolKernel | None = None
     inputs: list[str] = field(default_factory=list)
     out_shapes: list[tuple[list[int], str]] = field(default_factory=list)
 
@@ -60,6 +61,7 @@ def writable(op: dict[str, Any]) -> bool:
     return (
         name in GEMMS
         or name == "repeat"
+        or pool_key(name) is not None
         or row_key(name, op["overload"]) is not None
         or (f"{name}.{op['overload']}" in POINTWISE_OPS or name in POINTWISE_OPS)
         or name in INDEXED
@@ -167,7 +169,7 @@ class ProgramBuilder:
         pending: list[int] = []
         for i in members:
             if writable(self.ops[i]):
-                if op_name(self.ops[i]) in GEMMS and pending:
+                if pending and (op_name(self.ops[i]) in GEMMS or pool_key(op_name(self.ops[i]))):
                     self._group(pending, stage["kind"])
                     pending = []
                 pending.append(i)

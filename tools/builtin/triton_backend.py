@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tools.builtin import triton_emit
+from tools.builtin import triton_emit, triton_pool
 from tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction
+from tools.builtin.pooling import PoolKernel
 
 SMS = 132  # streaming multiprocessors of an H100 SXM: "too few programs" is relative to this
 MAX_PERSISTENT_R = 32768  # longer rows loop: softmax's max and sum online, in one pass
@@ -57,6 +58,8 @@ class TritonBackend:
         return max(1, min(-(-2 * SMS // tiles), kernel.k // 2048))
 
     def default(self, kernel) -> dict[str, Any]:
+        if isinstance(kernel, PoolKernel):
+            return triton_pool.default(kernel, self.gpu)
         if isinstance(kernel, PartialReduction):
             return {"BLOCK_R": 4096 if self.gpu else min(next_pow2(kernel.rlen), INTERPRETER_BLOCK),
                     "num_warps": 8 if self.gpu else 1}  # fmt: skip
@@ -95,6 +98,8 @@ class TritonBackend:
 
     def tunables(self, kernel: FusedKernel | GemmKernel) -> dict[str, list[Any]]:
         """Values the refine edge may try, per parameter (empty under the interpreter)."""
+        if isinstance(kernel, PoolKernel):
+            return triton_pool.tunables(kernel, self.gpu)
         if not self.gpu:
             return {}
         if isinstance(kernel, PartialReduction):
@@ -119,6 +124,8 @@ class TritonBackend:
     # ------------------------------------------------------------ source
 
     def kernel_source(self, kernel, config: dict[str, Any]) -> str:
+        if isinstance(kernel, PoolKernel):
+            return triton_pool.pool_source(kernel, self.gpu)
         if isinstance(kernel, PartialReduction):
             return triton_emit.partial_source(kernel, self.gpu)
         if isinstance(kernel, GemmKernel):
@@ -130,6 +137,8 @@ class TritonBackend:
         return triton_emit.row_source(kernel, self.gpu, persistent)
 
     def launch(self, kernel, args: list[str], config: dict[str, Any]) -> list[str]:
+        if isinstance(kernel, PoolKernel):
+            return triton_pool.launch(kernel, args, config)
         if isinstance(kernel, PartialReduction):
             grid = f"(triton.cdiv({kernel.rlen}, {config['BLOCK_R']}), {kernel.rows})"
         elif isinstance(kernel, GemmKernel):
