@@ -156,6 +156,14 @@ def test_near_constant_output_within_tolerance_of_tiny_values_is_not_accepted(ru
     assert verdict.status != PASSED, verdict.message
 
 
+@pytest.mark.parametrize("kernel", ["cpp_centred_mean_double", "cpp_row_zeros"])
+def test_a_reference_that_is_rounding_noise_does_not_need_to_be_followed(run_case, kernel):
+    # Recomputed in float64 the reference's values do not follow it: they are its rounding
+    # noise, so only the tolerance decides (as in KernelBench), zeros included.
+    verdict = run_case("centred_mean", kernel)
+    assert verdict.status == PASSED, verdict.message
+
+
 def test_tiny_task_passes_with_a_real_kernel(run_case):
     verdict = run_case("tiny", "cpp_tiny")
     assert verdict.status == PASSED, verdict.message

@@ -9,6 +9,7 @@ torch.compile) with the same loop as the candidate, when the store has no such b
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -155,7 +156,10 @@ def _judge_one(module, model, seed, path: Path, spec: dict, kind: str) -> dict[s
         if mismatch is not None:
             entry.update(_mismatch_entry(mismatch, i, g.shape != e.shape))
             return entry
-        if within_tolerance_only(e, precision.atol) and not tracks_reference(g, e):
+        tiny = within_tolerance_only(e, precision.atol)
+        if tiny and _is_rounding_noise(module, model, seed, spec, i, e):
+            continue  # the reference's values are its own rounding error: atol decides
+        if tiny and not tracks_reference(g, e):
             entry.update(
                 check="non_constant_output",
                 shape=list(e.shape),
@@ -173,6 +177,25 @@ def _judge_one(module, model, seed, path: Path, spec: dict, kind: str) -> dict[s
             return entry
     entry["passed"] = True
     return entry
+
+
+def _is_rounding_noise(module, model, seed: int, spec: dict, index: int, expected) -> bool:
+    """Whether tiny reference values are rounding noise (the mean of a normalised tensor):
+    recomputed in float64 they are constant or do not follow the float32 ones. A float64 run
+    that fails keeps the stricter rule."""
+    try:
+        wide = copy.deepcopy(model).double()
+        inputs = [
+            x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+            for x in _trusted_inputs(module, seed, spec)
+        ]
+        with torch.no_grad():
+            exact = as_output_list(wide(*inputs))[index]
+    except Exception:  # noqa: BLE001 - the task's model need not run in float64
+        return False
+    if type(exact) is not torch.Tensor or exact.shape != expected.shape:
+        return False
+    return is_constant(exact) or not tracks_reference(expected, exact)
 
 
 def _arg_source(model, inputs, index: int) -> ArgReduction | None:
