@@ -13,10 +13,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tools.builtin import cpp_emit, cpp_gemm, cpp_pool, cpp_rows
+from tools.builtin import cpp_emit, cpp_gemm, cpp_pool, cpp_rows, cpp_scan
 from tools.builtin.errors import Unsupported
 from tools.builtin.kernels import FusedKernel, GemmKernel
 from tools.builtin.pooling import PoolKernel
+from tools.builtin.scans import ScanKernel
 from tools.dsl.cpp_bindings import OPT_FLAGS, extension_name, pybind_module
 
 HELPERS = r"""#include <algorithm>
@@ -167,6 +168,8 @@ class CppBackend:
 
     def params(self, kernel: FusedKernel | GemmKernel) -> list[str]:
         """The C function's tuning arguments, in order."""
+        if isinstance(kernel, ScanKernel):
+            return cpp_scan.params(kernel)
         if isinstance(kernel, PoolKernel):
             return ["threads"]
         if isinstance(kernel, GemmKernel):
@@ -176,6 +179,8 @@ class CppBackend:
         return ["threads", "WIDTH"]
 
     def default(self, kernel: FusedKernel | GemmKernel) -> dict[str, Any]:
+        if isinstance(kernel, ScanKernel):
+            return cpp_scan.default(kernel, PARALLEL_MIN)
         if isinstance(kernel, GemmKernel):
             return _gemm_default(kernel)
         if isinstance(kernel, PoolKernel):
@@ -191,6 +196,8 @@ class CppBackend:
 
     def tunables(self, kernel: FusedKernel | GemmKernel) -> dict[str, list[Any]]:
         threads = _thread_choices()
+        if isinstance(kernel, ScanKernel):
+            return cpp_scan.tunables(kernel, threads)
         if isinstance(kernel, PoolKernel):
             return {"threads": threads}
         if isinstance(kernel, GemmKernel):
@@ -242,6 +249,8 @@ def _c_source(kernel: FusedKernel | GemmKernel) -> str:
     """The kernel's C++ in a namespace of its own (its helpers and constants may repeat another
     kernel's in the same build), its `#include` lines first, outside it. The `extern "C"`
     function keeps C linkage, so the bindings reach it by its plain name."""
+    if isinstance(kernel, ScanKernel):
+        return _namespaced(kernel, cpp_scan.scan_source(kernel))
     if isinstance(kernel, PoolKernel):
         source = cpp_pool.pool_source(kernel)
     elif isinstance(kernel, GemmKernel):
@@ -251,6 +260,10 @@ def _c_source(kernel: FusedKernel | GemmKernel) -> str:
         source = cpp_rows.row_source(rows) if rows else cpp_emit.pointwise_source(kernel)
     else:
         source = cpp_rows.row_source(kernel)
+    return _namespaced(kernel, source)
+
+
+def _namespaced(kernel, source: str) -> str:
     lines = source.strip("\n").splitlines()
     includes = [line for line in lines if line.startswith("#include")]
     body = [line for line in lines if not line.startswith("#include")]
@@ -259,6 +272,8 @@ def _c_source(kernel: FusedKernel | GemmKernel) -> str:
 
 
 def _dynamic(kernel: FusedKernel | GemmKernel) -> set[str]:
+    if isinstance(kernel, ScanKernel):
+        return set()
     if isinstance(kernel, GemmKernel):
         return cpp_emit.dynamic_outputs(kernel.stores)
     if isinstance(kernel, PoolKernel):

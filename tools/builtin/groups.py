@@ -23,10 +23,10 @@ from tools.builtin.expr import (
     const,
     contiguous_strides,
     offset_of,
-    repeat_offset,
     var,
     walk,
 )
+from tools.builtin.gathers import CONCATS, GATHERS
 from tools.builtin.kernels import FusedKernel, GemmKernel, Operand, Reduction, Store, numel
 from tools.builtin.lowering import Position, lower_pointwise
 from tools.builtin.pooling import PoolKernel, pool_kernel, pool_key, pool_spec
@@ -226,8 +226,8 @@ class GroupBuilder:
         key = row_key(name, op["overload"])
         if name in GEMMS:
             self._gemm(index, op, name)
-        elif name == "repeat":
-            self._repeat(index, op)
+        elif name in GATHERS or name in CONCATS:
+            self._gather(index, op, name)
         elif pool_key(name) is not None:
             self._pool(index, op)
         elif key is not None:
@@ -241,16 +241,22 @@ class GroupBuilder:
             expr = lower_pointwise(name, op["overload"], args, kwargs, at)
             self.env[(f"op:{index}", 0)] = InGroup(expr, space, shape)
 
-    def _repeat(self, index: int, op: dict) -> None:
-        """torch.repeat of a tensor made outside the kernel: a load whose index wraps."""
+    def _gather(self, index: int, op: dict, name: str) -> None:
+        """A layout op (repeat, flip) of a tensor made outside the kernel: a load at an offset
+        that the op's gather computes (tools/builtin/gathers.py)."""
         source, shape = op["argv"][0], op["outs"][0]["shape"]
+        if name in CONCATS:  # several sources: the concat builds the expression
+            space = self._space_of(shape)
+            expr = CONCATS[name](self, op, var("idx") if space == "full" else var("k"), shape)
+            self.env[(f"op:{index}", 0)] = InGroup(expr, space, shape)
+            return
         key, views = self.ctx.chain(source)
         if key in self.env:
-            raise FusionError("repeat of a value inside the kernel")
+            raise FusionError(f"{name} of a value inside the kernel")
         value = self.ctx.external(source)
         space = self._space_of(shape)
         index_var = var("idx") if space == "full" else var("k")
-        offset = repeat_offset(index_var, shape, value.shape, value.strides)
+        offset = GATHERS[name](op, index_var, shape, value)
         load = Expr("load", attr=Load(self._arg(value), offset, space))
         self.env[(f"op:{index}", 0)] = InGroup(load, space, shape)
 
@@ -387,8 +393,14 @@ def _gemm_strides(value: Value, batch: int) -> tuple[int, int, int]:
     return (strides[0], strides[1], strides[2])
 
 
+# Builders for groups that are not expressions over one index space (scans:
+# tools/builtin/scans.py), each with `claims(ctx, members) -> bool`; the first that claims wins.
+BUILDERS: list[Any] = []
+
+
 def build_group(ctx: GroupContext, members: list[int], name: str, kind: str) -> GroupResult:
-    builder = GroupBuilder(ctx, members, name)
+    chosen = next((b for b in BUILDERS if b.claims(ctx, members)), GroupBuilder)
+    builder = chosen(ctx, members, name)
     for index in members:
         builder.add(index)
     return builder.finish(kind)

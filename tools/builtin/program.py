@@ -14,12 +14,14 @@ from typing import Any
 from tools.analysis.ops import ALLOC, NO_COMPUTE, POINTWISE, VIEW
 from tools.builtin import indexed, losses  # noqa: F401  (they register their lowerings)
 from tools.builtin.errors import FusionError, Unsupported
+from tools.builtin.gathers import CONCATS, GATHERS
 from tools.builtin.groups import GEMMS, GroupContext, GroupResult, build_group, op_name
 from tools.builtin.kernels import FusedKernel, GemmKernel
 from tools.builtin.lowering import INDEXED
 from tools.builtin.lowering import POINTWISE as POINTWISE_OPS
 from tools.builtin.pooling import PoolKernel, pool_key
 from tools.builtin.reductions import row_key
+from tools.builtin.scans import SCAN_OPS, fuse_scan
 from tools.builtin.values import (
     DROPPED_KWARGS,
     Value,
@@ -60,11 +62,13 @@ def writable(op: dict[str, Any]) -> bool:
     name = op_name(op)
     return (
         name in GEMMS
-        or name == "repeat"
         or pool_key(name) is not None
         or row_key(name, op["overload"]) is not None
         or (f"{name}.{op['overload']}" in POINTWISE_OPS or name in POINTWISE_OPS)
         or name in INDEXED
+        or name in GATHERS
+        or name in CONCATS
+        or name in SCAN_OPS
     )
 
 
@@ -77,6 +81,7 @@ class ProgramBuilder:
         self.hybrid_ops: list[str] = []
         self.bases: dict[str, str] = {}  # view variable -> the tensor it views
         self.last_rows: tuple[list[int], str, Step] | None = None  # the latest row kernel
+        self.last_group: tuple[list[int], str, Step] | None = None  # the latest kernel
         self.readers = self._readers()
         self._leaves()
 
@@ -178,6 +183,8 @@ class ProgramBuilder:
                 self._group(pending, stage["kind"])
                 pending = []
             self._library(i)
+        if pending and fuse_scan(self, pending):
+            return
         if pending and stage["kind"] == POINTWISE and self._fuse_into_rows(pending):
             return
         if pending:
@@ -233,6 +240,7 @@ class ProgramBuilder:
                                out_shapes=shapes))  # fmt: skip
         rows = isinstance(result.kernel, FusedKernel) and bool(result.kernel.reductions)
         self.last_rows = (members, kind, self.steps[-1]) if rows else None
+        self.last_group = (members, kind, self.steps[-1])  # for fuse_scan
 
     def _library(self, index: int) -> None:
         op = self.ops[index]

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tools.builtin import triton_emit, triton_pool
+from tools.builtin import triton_emit, triton_pool, triton_scan
 from tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction
 from tools.builtin.pooling import PoolKernel
+from tools.builtin.scans import ScanKernel
 
 SMS = 132  # streaming multiprocessors of an H100 SXM: "too few programs" is relative to this
 MAX_PERSISTENT_R = 32768  # longer rows loop: softmax's max and sum online, in one pass
@@ -58,6 +59,8 @@ class TritonBackend:
         return max(1, min(-(-2 * SMS // tiles), kernel.k // 2048))
 
     def default(self, kernel) -> dict[str, Any]:
+        if isinstance(kernel, ScanKernel):
+            return triton_scan.default(kernel, self.gpu)
         if isinstance(kernel, PoolKernel):
             return triton_pool.default(kernel, self.gpu)
         if isinstance(kernel, PartialReduction):
@@ -98,6 +101,8 @@ class TritonBackend:
 
     def tunables(self, kernel: FusedKernel | GemmKernel) -> dict[str, list[Any]]:
         """Values the refine edge may try, per parameter (empty under the interpreter)."""
+        if isinstance(kernel, ScanKernel):
+            return triton_scan.tunables(kernel, self.gpu)
         if isinstance(kernel, PoolKernel):
             return triton_pool.tunables(kernel, self.gpu)
         if not self.gpu:
@@ -124,6 +129,8 @@ class TritonBackend:
     # ------------------------------------------------------------ source
 
     def kernel_source(self, kernel, config: dict[str, Any]) -> str:
+        if isinstance(kernel, ScanKernel):
+            return triton_scan.scan_source(kernel, self.gpu)
         if isinstance(kernel, PoolKernel):
             return triton_pool.pool_source(kernel, self.gpu)
         if isinstance(kernel, PartialReduction):
@@ -137,6 +144,8 @@ class TritonBackend:
         return triton_emit.row_source(kernel, self.gpu, persistent)
 
     def launch(self, kernel, args: list[str], config: dict[str, Any]) -> list[str]:
+        if isinstance(kernel, ScanKernel):
+            return triton_scan.launch(kernel, args, config)
         if isinstance(kernel, PoolKernel):
             return triton_pool.launch(kernel, args, config)
         if isinstance(kernel, PartialReduction):

@@ -1,0 +1,109 @@
+"""Layout ops that move values without computing: each element is a load of a tensor made
+outside the kernel, at an offset that is a function of the element's index.
+
+One registry: `GATHERS[name](op, index, out_shape, source) -> offset Expr`, where `source` is
+the operand's forward tensor (its shape and strides). The group builder
+(tools/builtin/groups.py) makes the load; an op of a value computed inside the kernel is not a
+gather (the builder raises FusionError and the program gives the op a kernel of its own).
+torch.cat reads several tensors: `cat_value` (registered in CONCATS) builds its expression,
+a select by position along the dim, a constant for a piece that is a fill (zeros_like).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tools.builtin.errors import FusionError
+from tools.builtin.expr import Expr, Load, broadcast_strides, call, const, offset_of, repeat_offset
+from tools.builtin.values import Value
+
+Gather = Callable[[dict[str, Any], Expr, list[int], Value], Expr]
+GATHERS: dict[str, Gather] = {}
+
+
+def _repeat(op: dict[str, Any], index: Expr, shape: list[int], source: Value) -> Expr:
+    """torch.repeat: along each dim the output index wraps around the input's size."""
+    return repeat_offset(index, shape, source.shape, source.strides)
+
+
+def flipped_offset(index: Expr, shape: list[int], strides: list[int], dims: list[int]) -> Expr:
+    """The offset of element `index` of a tensor read backwards along `dims`: position c reads
+    size - 1 - c, i.e. the stride negated from the dim's last element."""
+    rank = len(shape)
+    flipped = {d % rank for d in dims} if rank else set()
+    steps = [-s if d in flipped else s for d, s in enumerate(strides)]
+    start = sum((shape[d] - 1) * strides[d] for d in flipped)
+    offset = offset_of(index, shape, steps)
+    return Expr("iadd", (offset, const(start))) if start else offset
+
+
+def _flip(op: dict[str, Any], index: Expr, shape: list[int], source: Value) -> Expr:
+    return flipped_offset(index, shape, source.strides, list(op["argv"][1]))
+
+
+GATHERS["repeat"] = _repeat
+GATHERS["flip"] = _flip
+
+
+FILLS = {"zeros": 0.0, "zeros_like": 0.0, "new_zeros": 0.0, "ones": 1.0, "ones_like": 1.0,
+         "new_ones": 1.0}  # fmt: skip
+
+
+def _ix(op: str, a: Expr, b: int) -> Expr:
+    return a if b == 1 and op in ("idiv", "imul") else Expr(op, (a, const(b)))
+
+
+def _fill(builder, ref: dict) -> tuple[float, list[int]] | None:
+    """(value, shape) of a piece made by a fill op in the forward, None for any other."""
+    label = builder.ctx.chain(ref)[0][0]
+    if not label.startswith("op:"):
+        return None
+    op = builder.ctx.ops[int(label[3:])]
+    name = op["op"].split(".", 1)[1]
+    if op.get("kind") != "alloc" or name not in FILLS:
+        return None
+    return FILLS[name], list(op["outs"][0]["shape"])
+
+
+def cat_value(builder, op: dict[str, Any], index: Expr, shape: list[int]) -> Expr:
+    """torch.cat of tensors made outside the kernel: piece i where the position along the dim
+    falls in its range. A piece's load wraps its position (pos - start) around the piece's
+    length, so lanes that belong to another piece still read inside this one."""
+    rank = len(shape)
+    dim = (op["argv"][1] if len(op["argv"]) > 1 else op.get("kwargv", {}).get("dim", 0)) % rank
+    inner = 1
+    for size in shape[dim + 1 :]:
+        inner *= size
+    pos = _ix("imod", _ix("idiv", index, inner), shape[dim])
+    outer, within = _ix("idiv", index, inner * shape[dim]), _ix("imod", index, inner)
+    pieces: list[tuple[int, Expr]] = []
+    start = 0
+    for ref in op["argv"][0]:
+        fill = _fill(builder, ref)
+        if fill is None and builder.ctx.chain(ref)[0] in builder.env:
+            raise FusionError("cat of a value inside the kernel")
+        value = None if fill is not None else builder.ctx.external(ref)
+        length = fill[1][dim] if fill is not None else value.shape[dim]
+        if length == 0:
+            continue
+        if fill is not None:
+            piece = const(fill[0])
+        else:
+            local_shape = [*shape[:dim], length, *shape[dim + 1 :]]
+            wrapped = _ix("imod", Expr("iadd", (pos, const(length - start % length))), length)
+            local = Expr("iadd", (_ix("imul", outer, length * inner), _ix("imul", wrapped, inner)))
+            if inner > 1:
+                local = Expr("iadd", (local, within))
+            strides = broadcast_strides(value.shape, value.strides, local_shape)
+            load = Load(builder._arg(value), offset_of(local, local_shape, strides), "full")
+            piece = Expr("load", attr=load)
+        start += length
+        pieces.append((start, piece))
+    result = pieces[-1][1]
+    for end, piece in reversed(pieces[:-1]):
+        result = call("where", call("lt", pos, const(end)), piece, result)
+    return result
+
+
+CONCATS = {"cat": cat_value}
