@@ -165,11 +165,18 @@ def test_conv_under_strict_names_the_op_and_the_way_out(tmp_path):
     assert "aten.convolution" in message and "--policy hybrid" in message and "--model" in message
 
 
-def test_an_unwritable_op_names_itself(tmp_path):
-    task = task_file(tmp_path, "torch.cumsum(x, dim=1)", X3)
-    with pytest.raises(Unsupported, match="aten.cumsum") as info:
+def test_a_forward_that_is_only_a_library_call_is_not_a_kernel_under_hybrid(tmp_path):
+    task = task_file(tmp_path, "self.conv(x)", CONV[1], params="self.conv = nn.Conv2d(3, 4, 3)")
+    with pytest.raises(Unsupported, match="aten.convolution") as info:
         generate(task, tmp_path, policy="hybrid")
-    assert "--policy hybrid" not in str(info.value)  # a scan is not a library call either
+    assert "leaves nothing to write" in str(info.value)
+
+
+def test_an_unwritable_op_names_itself(tmp_path):
+    task = task_file(tmp_path, "torch.sort(x, dim=1).values", X3)
+    with pytest.raises(Unsupported, match="aten.sort") as info:
+        generate(task, tmp_path, policy="hybrid")
+    assert "--policy hybrid" not in str(info.value)  # a sort is not a library call either
 
 
 @pytest.mark.parametrize(

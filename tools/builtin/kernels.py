@@ -50,6 +50,27 @@ class FusedKernel:
     def numel(self) -> int:
         return self.outer * self.rlen * self.inner
 
+    def describe(self) -> str:
+        if self.is_pointwise():
+            return f"{self.name}: fused pointwise over {self.numel} elements ({len(self.stores)} output(s))"
+        kinds = ", ".join(r.kind for r in self.reductions)
+        return (f"{self.name}: {self.kind} over {self.rows} rows of {self.rlen} (stride {self.inner}); "
+                f"reductions {kinds}; pointwise prologue/epilogue fused")  # fmt: skip
+
+    def axes(self) -> str:
+        return f"{self.name}: " + (
+            "elements" if self.is_pointwise() else "rows (reduced axis in-program)"
+        )
+
+    def grid(self) -> str:
+        return "cdiv(numel, BLOCK)" if self.is_pointwise() else "cdiv(rows, BLOCK_K)"
+
+    def pseudo(self) -> str:
+        if self.is_pointwise():
+            return f"{self.name}: out[i] = f(inputs at i, broadcast by strides)"
+        steps = "; ".join(f"r{j} = {r.kind}_r(...)" for j, r in enumerate(self.reductions))
+        return f"{self.name}: per row: {steps}; store row/full outputs"
+
     def is_pointwise(self) -> bool:
         return not self.reductions and all(s.space == "full" for s in self.stores)
 
@@ -97,6 +118,19 @@ class PartialReduction:
     def numel(self) -> int:
         return self.rows * self.rlen
 
+    def describe(self) -> str:
+        return (f"{self.name}: {self.reduce} over {self.rows} row(s) of {self.rlen}, chunks spread "
+                f"over programs and combined with atomics")  # fmt: skip
+
+    def axes(self) -> str:
+        return f"{self.name}: row chunks, rows"
+
+    def grid(self) -> str:
+        return "(cdiv(rlen, BLOCK_R), rows)"
+
+    def pseudo(self) -> str:
+        return f"{self.name}: atomic_{self.reduce}(scratch[row], {self.reduce}(chunk))"
+
 
 @dataclass
 class Operand:
@@ -122,6 +156,19 @@ class GemmKernel:
     @property
     def flops(self) -> int:
         return 2 * self.batch * self.m * self.n * self.k
+
+    def describe(self) -> str:
+        batch = f"{self.batch} x " if self.batch > 1 else ""
+        return f"{self.name}: GEMM {batch}[{self.m}x{self.k}] @ [{self.k}x{self.n}] with a fused epilogue"
+
+    def axes(self) -> str:
+        return f"{self.name}: batch, M tiles, N tiles"
+
+    def grid(self) -> str:
+        return "(cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N) grouped by GROUP_M, batch)"
+
+    def pseudo(self) -> str:
+        return f"{self.name}: acc = sum_k A[m,k] B[k,n] (fp32); out = epilogue(acc)"
 
 
 def numel(shape: list[int]) -> int:

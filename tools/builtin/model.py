@@ -17,7 +17,7 @@ from typing import Any
 from state.sketch import Plan, Sketch, Stage, Tunable
 from tools.builtin.errors import Unsupported
 from tools.builtin.generate import Generator
-from tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction
+from tools.builtin.kernels import FusedKernel, GemmKernel
 from tools.builtin.module import read_config
 
 Config = dict[str, dict[str, Any]]
@@ -53,7 +53,7 @@ class BuiltinModel:
     def plan(self, context: dict[str, Any]) -> Plan:
         gen = self.generator(context)
         analysis = context.get("analysis") or {}
-        kernels = [_describe(k) for k in gen.program.kernels]
+        kernels = [k.describe() for k in gen.program.kernels]
         risks = []
         if (
             any(isinstance(k, GemmKernel) for k in gen.program.kernels)
@@ -89,9 +89,9 @@ class BuiltinModel:
         fused = [k for k in gen.program.kernels if isinstance(k, FusedKernel)]
         reductions = sorted({r.kind for k in fused for r in k.reductions})
         return Sketch(
-            stages=[Stage(name=k.name, description=_describe(k)) for k in gen.program.kernels],
-            parallel_axes=[_axes(k) for k in gen.program.kernels],
-            grid="; ".join(f"{k.name}: {_grid(k)}" for k in gen.program.kernels),
+            stages=[Stage(name=k.name, description=k.describe()) for k in gen.program.kernels],
+            parallel_axes=[k.axes() for k in gen.program.kernels],
+            grid="; ".join(f"{k.name}: {k.grid()}" for k in gen.program.kernels),
             tiling=tiling,
             memory="inputs read once from global memory into registers; rows that fit stay in "
             "registers for every pass, longer rows are re-read per pass; GEMM tiles staged by the "
@@ -103,7 +103,7 @@ class BuiltinModel:
             ),  # fmt: skip
             precision=f"loads cast to fp32, math in fp32, stores in the output dtype "
             f"({context['precision']} run)",
-            pseudocode="\n".join(_pseudo(k) for k in gen.program.kernels),
+            pseudocode="\n".join(k.pseudo() for k in gen.program.kernels),
         )
 
     # ------------------------------------------------------------ coder
@@ -164,49 +164,6 @@ def _distance(value: Any, current: Any) -> float:
         return abs(math.log(float(value) / float(current)))
     except (TypeError, ValueError, ZeroDivisionError):
         return 0.0
-
-
-def _describe(k) -> str:
-    if isinstance(k, PartialReduction):
-        return (f"{k.name}: {k.reduce} over {k.rows} row(s) of {k.rlen}, chunks spread over "
-                f"programs and combined with atomics")  # fmt: skip
-    if isinstance(k, GemmKernel):
-        batch = f"{k.batch} x " if k.batch > 1 else ""
-        return f"{k.name}: GEMM {batch}[{k.m}x{k.k}] @ [{k.k}x{k.n}] with a fused epilogue"
-    if k.is_pointwise():
-        return f"{k.name}: fused pointwise over {k.numel} elements ({len(k.stores)} output(s))"
-    kinds = ", ".join(r.kind for r in k.reductions)
-    return (f"{k.name}: {k.kind} over {k.rows} rows of {k.rlen} (stride {k.inner}); "
-            f"reductions {kinds}; pointwise prologue/epilogue fused")  # fmt: skip
-
-
-def _axes(k) -> str:
-    if isinstance(k, PartialReduction):
-        return f"{k.name}: row chunks, rows"
-    if isinstance(k, GemmKernel):
-        return f"{k.name}: batch, M tiles, N tiles"
-    return (
-        f"{k.name}: elements" if k.is_pointwise() else f"{k.name}: rows (reduced axis in-program)"
-    )
-
-
-def _grid(k) -> str:
-    if isinstance(k, PartialReduction):
-        return "(cdiv(rlen, BLOCK_R), rows)"
-    if isinstance(k, GemmKernel):
-        return "(cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N) grouped by GROUP_M, batch)"
-    return "cdiv(numel, BLOCK)" if k.is_pointwise() else "cdiv(rows, BLOCK_K)"
-
-
-def _pseudo(k) -> str:
-    if isinstance(k, PartialReduction):
-        return f"{k.name}: atomic_{k.reduce}(scratch[row], {k.reduce}(chunk))"
-    if isinstance(k, GemmKernel):
-        return f"{k.name}: acc = sum_k A[m,k] B[k,n] (fp32); out = epilogue(acc)"
-    if k.is_pointwise():
-        return f"{k.name}: out[i] = f(inputs at i, broadcast by strides)"
-    steps = "; ".join(f"r{j} = {r.kind}_r(...)" for j, r in enumerate(k.reductions))
-    return f"{k.name}: per row: {steps}; store row/full outputs"
 
 
 def _ops_summary(analysis: dict[str, Any]) -> str:

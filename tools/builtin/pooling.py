@@ -105,6 +105,20 @@ class PoolKernel:
     def uses_index(self) -> bool:
         return any(n.op == "var" and n.attr == "arg" for s in self.stores for n in walk(s.value))
 
+    def describe(self) -> str:
+        dims = "x".join(str(w.size) for w in self.windows)
+        return (f"{self.name}: {self.mode} pool, {dims} windows over {self.planes} planes, "
+                f"{self.numel} outputs; pointwise epilogue fused")  # fmt: skip
+
+    def axes(self) -> str:
+        return f"{self.name}: output elements (planes outermost)"
+
+    def grid(self) -> str:
+        return "cdiv(numel, BLOCK)"
+
+    def pseudo(self) -> str:
+        return f"{self.name}: out[o] = epilogue({self.mode} of the input over o's window)"
+
 
 # ---------------------------------------------------------------- the ops' arguments
 

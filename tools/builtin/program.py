@@ -271,6 +271,13 @@ class ProgramBuilder:
             if "ref" not in out:
                 raise Unsupported("a forward that returns a non-tensor value")
             outputs.append(self.external(out["ref"]).var)
+        if self.hybrid_ops and not self.kernel_steps():
+            # A forward of library calls only: there is no kernel of ours to write or verify.
+            raise Unsupported(
+                ", ".join(dict.fromkeys(self.hybrid_ops)),
+                "as a library call it leaves nothing to write; the builtin has no strict kernel "
+                "for it yet",
+            )
         params = list(self.analysis.get("parameters") or [])
         return Program(self.steps, outputs, params, len(self.analysis.get("inputs") or []),
                        self.hybrid_ops)  # fmt: skip

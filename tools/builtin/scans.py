@@ -78,6 +78,20 @@ class ScanKernel:
     def numel(self) -> int:
         return self.outer * self.rlen * self.inner
 
+    def describe(self) -> str:
+        way = "reverse " if self.reverse else ""
+        return (f"{self.name}: {way}cumulative {self.combine} over {self.rows} rows of {self.rlen} "
+                f"(stride {self.inner})")  # fmt: skip
+
+    def axes(self) -> str:
+        return f"{self.name}: rows (scanned axis in-program)"
+
+    def grid(self) -> str:
+        return "cdiv(rows, BLOCK_K)"
+
+    def pseudo(self) -> str:
+        return f"{self.name}: per row: s = scan_{self.combine}(row, carried across blocks); store"
+
 
 def scan_dim(op: dict[str, Any]) -> int:
     dim = op["argv"][1] if len(op["argv"]) > 1 else op["kwargv"]["dim"]
