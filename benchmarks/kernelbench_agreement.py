@@ -163,6 +163,8 @@ def run_worker(job_path: str, result_path: str) -> int:
             result["kernelbench_correct"] = bool(exec_result.correctness)
             result["kernelbench_metadata"] = metadata
             result["error"] = _error_from_metadata(metadata)
+            if not exec_result.correctness and "runtime_error" in metadata:
+                result["kernelbench_reference_error"] = _reference_error(kb_eval, job)
     except BaseException as exc:  # report everything, SystemExit included
         traceback.print_exc()
         result["error"] = f"{type(exc).__name__}: {exc}"[:ERROR_CHARS]
@@ -174,6 +176,31 @@ def run_worker(job_path: str, result_path: str) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     return 0
+
+
+def _reference_error(kb_eval, job: dict) -> str | None:
+    """KernelBench's reference alone, on inputs its evaluator prepares: the error if it fails
+    (its evaluator casts every input tensor to float32, class labels included)."""
+    import torch
+
+    try:
+        context: dict = {}
+        model_cls, get_init_inputs, get_inputs = kb_eval.load_original_model_and_inputs(
+            job["problem_src"], context
+        )
+        device = torch.device(f"cuda:{job['device']}")
+        prepare = kb_eval._process_input_tensor  # the evaluator's own input handling
+        kb_eval.set_seed(job["seed"])
+        init = [prepare(x, device, job["backend"], torch.float32) for x in get_init_inputs()]
+        kb_eval.set_seed(job["seed"])
+        model = model_cls(*init).to(device=device, dtype=torch.float32)
+        inputs = [prepare(x, device, job["backend"], torch.float32) for x in get_inputs()]
+        with torch.no_grad():
+            model(*inputs)
+        torch.cuda.synchronize(device)
+    except Exception as exc:  # noqa: BLE001 - any failure of the reference is the answer
+        return f"{type(exc).__name__}: {exc}"[:ERROR_CHARS]
+    return None
 
 
 # --------------------------------------------------------------------------- parent
@@ -330,7 +357,12 @@ def evaluate_pair(pair: dict, args: argparse.Namespace, pairs_dir: Path) -> dict
                 result = json.loads(result_path.read_text(encoding="utf-8"))
                 for key in ("kernelbench_compiled", "kernelbench_correct", "error"):
                     record[key] = result.get(key)
-                for key in ("kernelbench_metadata", "dropped_kwargs", "stubbed"):
+                for key in (
+                    "kernelbench_metadata",
+                    "dropped_kwargs",
+                    "stubbed",
+                    "kernelbench_reference_error",
+                ):
                     if result.get(key):
                         record[key] = result[key]
             else:
@@ -349,11 +381,20 @@ def evaluate_pair(pair: dict, args: argparse.Namespace, pairs_dir: Path) -> dict
 def summarize(pairs: list[dict], records: dict[tuple[str, str], dict]) -> None:
     rows = [records[(p["problem"], p["kernel"])] for p in pairs]
     agree = sum(1 for r in rows if r.get("agree") is True)
+    unrunnable = [r for r in rows if r.get("kernelbench_reference_error")]
     no_verdict = [r for r in rows if r.get("kernelbench_correct") is None]
-    print(f"KernelBench agreement: {len(rows)} pairs, {agree} agree, {len(rows) - agree} disagree")
+    disagree = len(rows) - agree - len(unrunnable)
+    print(
+        f"KernelBench agreement: {len(rows)} pairs, {agree} agree, {disagree} disagree, "
+        f"{len(unrunnable)} where KernelBench's evaluator cannot run its own reference"
+    )
     if no_verdict:
         print(f"  of which {len(no_verdict)} got no KernelBench verdict (error/timeout)")
-    disagreements = [r for r in rows if r.get("agree") is not True]
+    for r in unrunnable:
+        print(
+            f"  reference fails under KernelBench: {r['problem']}  [{r['kernelbench_reference_error'][:160]}]"
+        )
+    disagreements = [r for r in rows if r.get("agree") is not True and r not in unrunnable]
     if disagreements:
         print("disagreements:")
     for r in disagreements:
