@@ -30,7 +30,7 @@ def do_bench_ms(task_path: Path, kernel_path: Path) -> float:
     init_inputs = ref.make_init_inputs(module)
     candidate = import_file(kernel_path, f"bench_{kernel_path.parent.name}")
     model = ref.build_model(candidate.ModelNew, init_inputs, "cuda", precision)
-    inputs = ref.device_inputs(ref.make_inputs(module, ref.TIMING_SEEDS[0]), "cuda", precision)
+    inputs = ref.device_inputs(ref.make_inputs(module, ref.TIMING_SEED, "cuda"), "cuda", precision)
     with torch.no_grad():
         return triton.testing.do_bench(
             lambda: model(*inputs), warmup=100, rep=1000, return_mode="median"

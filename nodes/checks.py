@@ -83,7 +83,7 @@ def compile_gate(ctx: RunContext, candidate_id: str) -> Verdict | None:
         ctx.emit("compiler", f"compiling {candidate_id} for {target}")
         report = compile_only(
             task.path, candidate_file(ctx, candidate_id), config.dsl, target,
-            config.sets, config.timeout_s, config.policy,
+            config.sets, config.timeout_s, config.policy, inputs_device=config.device,
         )  # fmt: skip
         ctx.eval_cache.put(key, report)
     if report.get("ok"):

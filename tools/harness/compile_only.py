@@ -22,8 +22,10 @@ def compile_only(
     sets: dict,
     timeout_s: float,
     policy: str = "strict",
+    inputs_device: str = "cpu",
 ) -> dict:
-    """Static checks, then the adapter's compile check in a sandboxed worker. Returns a report."""
+    """Static checks, then the adapter's compile check in a sandboxed worker. Returns a report.
+    `inputs_device` only makes the inputs (fast on a GPU); the check itself runs on the CPU."""
     try:
         adapter = get_adapter(dsl)
     except KeyError as exc:
@@ -44,7 +46,12 @@ def compile_only(
             prep_dir = ev.dir / "prepare"
             prep = ev.worker(
                 "prepare",
-                {"seeds": [seed], "inputs_dir": str(prep_dir), "validate": False},
+                {
+                    "seeds": [seed],
+                    "inputs_dir": str(prep_dir),
+                    "validate": False,
+                    "inputs_device": inputs_device,
+                },  # fmt: skip
                 private=ev.base_spec(),
             )
             _prepare_meta(prep, task)

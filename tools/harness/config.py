@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-HARNESS_VERSION = "1"
+HARNESS_VERSION = "2"  # 2: inputs are made on the device
 
 
 @dataclass(frozen=True)

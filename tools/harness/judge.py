@@ -113,7 +113,7 @@ def _trusted_inputs(module, seed: int, spec: dict) -> list[Any]:
     if spec.get("expected_dir"):  # the store is in use, so its inputs are protected too
         values = load_values(Path(spec["inputs_dir"]) / f"inputs_{seed}.tf", spec["device"])
     else:
-        values = ref.make_inputs(module, seed)
+        values = ref.make_inputs(module, seed, spec["device"])
     return ref.device_inputs(values, spec["device"], precision)
 
 

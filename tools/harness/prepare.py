@@ -49,7 +49,11 @@ def run(spec: dict) -> dict:
         save_values(init_inputs, inputs_dir / "init.tf")
     if not spec.get("validate", True):  # inputs only (a compile check needs no reference)
         for seed in spec["seeds"]:
-            inputs = _call(lambda s=seed: ref.make_inputs(module, s), "get_inputs()", task)
+            inputs = _call(
+                lambda s=seed: ref.make_inputs(module, s, spec.get("inputs_device", device)),
+                "get_inputs()",
+                task,
+            )
             save_values(inputs, inputs_dir / f"inputs_{seed}.tf")
         return {"ok": True, "meta": meta}
 
@@ -84,10 +88,12 @@ class _ReferenceBuild:
 
     def seed(self, seed: int) -> None:
         first = not self.prints
-        host = _call(lambda: ref.make_inputs(self.module, seed), "get_inputs()", self.task)
-        save_values(host, self.inputs_dir / f"inputs_{seed}.tf")
-        inputs = ref.device_inputs(host, self.device, self.precision)
-        del host  # the device copy is the only one kept
+        made = _call(
+            lambda: ref.make_inputs(self.module, seed, self.device), "get_inputs()", self.task
+        )
+        save_values(made, self.inputs_dir / f"inputs_{seed}.tf")
+        inputs = ref.device_inputs(made, self.device, self.precision)
+        del made  # the device copy is the only one kept
         before = [fingerprint(x) if isinstance(x, torch.Tensor) else x for x in inputs]
         outputs = _forward(self.model, inputs, self.task, self.device)
         after = [fingerprint(x) if isinstance(x, torch.Tensor) else x for x in inputs]
