@@ -78,3 +78,41 @@ def test_timing_consistent_with_do_bench():
     theirs = triton.testing.do_bench(lambda: live[0] @ live[0], return_mode="median")
     assert ours.timer == "cuda_events"
     assert 0.8 < ours.median_ms / theirs < 1.25
+
+
+HYBRID_CONV_RELU = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask), 0.0), mask=mask)
+
+
+class ModelNew(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3)
+
+    def forward(self, x):
+        y = self.conv(x)
+        out = torch.empty_like(y)
+        relu_kernel[(triton.cdiv(y.numel(), 1024),)](y, out, y.numel(), BLOCK=1024)
+        return out
+"""
+
+
+def test_compile_check_traces_the_forward_on_the_device(tmp_path):
+    """The library call runs on the GPU (the module is moved there); the kernel is compiled."""
+    from tools.dsl import get_adapter
+
+    path = tmp_path / "kernel.py"
+    path.write_text(HYBRID_CONV_RELU)
+    x = torch.randn(2, 3, 16, 16, device="cuda")
+    report = get_adapter("triton").compile_check(path, "sm_90a", [], [x], "cuda")
+    assert report.ok, report.message
+    assert report.kernels == ["relu_kernel"]

@@ -96,14 +96,18 @@ class DslAdapter:
         return import_file(path)
 
     def compile_check(
-        self, path: Path, target: str, init_inputs: list | None = None, inputs: list | None = None
+        self,
+        path: Path,
+        target: str,
+        init_inputs: list | None = None,
+        inputs: list | None = None,
+        device: str = "cpu",
     ) -> CompileReport:
         """Compile the candidate for `target` (e.g. "sm_90a", "cpu") without needing the device.
 
         Runs in a sandboxed worker process and may import the candidate module. `init_inputs`
-        and `inputs` (CPU tensors and plain values) let adapters whose kernels are specialised at
-        launch (Triton, TileLang) construct `ModelNew` and trace its launches without running
-        them.
+        and `inputs` (tensors on `device`, and plain values) let adapters whose kernels are
+        specialised at launch (Triton, TileLang) trace its launches without running them.
         """
         raise NotImplementedError
 
@@ -215,3 +219,16 @@ def describe_error(exc: BaseException, path: Path) -> str:
     ]
     where = f" (candidate line {lines[-1]})" if lines else ""
     return f"{type(exc).__name__}: {exc}{where}"
+
+
+def trace_forward(module: ModuleType, init_inputs: list | None, inputs: list | None, device: str):
+    """Build ModelNew and call it once, so that a compile check sees every launch. On the device
+    where there is one: a library call in the forward (a conv at KernelBench size) takes seconds
+    on the CPU."""
+    import torch
+
+    model = module.ModelNew(*(init_inputs or []))
+    if device != "cpu" and isinstance(model, torch.nn.Module):
+        model = model.to(device)
+    with torch.no_grad():
+        model(*(inputs or []))

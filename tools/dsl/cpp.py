@@ -179,6 +179,7 @@ class CppAdapter(DslAdapter):
         target: str = "cpu",
         init_inputs: list | None = None,
         inputs: list | None = None,
+        device: str = "cpu",  # nothing runs: the build is the check
     ) -> CompileReport:
         """Import the candidate (which builds its library) and construct ModelNew."""
         report = CompileReport(ok=False, target=target)

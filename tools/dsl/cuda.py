@@ -113,6 +113,7 @@ class CudaAdapter(DslAdapter):
         target: str = "sm_90a",
         init_inputs: list | None = None,
         inputs: list | None = None,
+        device: str = "cpu",  # nothing runs: the build is the check
     ) -> CompileReport:
         """nvcc each `cuda_sources` argument found in the candidate; nothing is imported."""
         report = CompileReport(ok=False, target=target)

@@ -31,6 +31,7 @@ from tools.dsl.base import (
     package_version,
     patch_launches,
     raised_as,
+    trace_forward,
 )
 
 _NVCC_CALLBACK = "tilelang_callback_cuda_compile"
@@ -59,15 +60,14 @@ class TileLangAdapter(DslAdapter):
         target: str = "sm_90a",
         init_inputs: list | None = None,
         inputs: list | None = None,
+        device: str = "cpu",
     ) -> CompileReport:
         report = CompileReport(ok=False, target=target)
         try:
             cuda_arch(target)
             with _compile_only({"kind": "cuda", "arch": target}) as (kernels, cubins):
                 module = import_file(Path(path))
-                model = module.ModelNew(*(init_inputs or []))
-                with torch.no_grad():
-                    model(*(inputs or []))
+                trace_forward(module, init_inputs, inputs, device)
         except Exception as exc:
             report.message = describe_error(exc, path)
             return report

@@ -13,8 +13,6 @@ import functools
 import os
 from pathlib import Path
 
-import torch
-
 from tools.dsl.base import (
     CompileReport,
     DslAdapter,
@@ -25,6 +23,7 @@ from tools.dsl.base import (
     package_version,
     patch_launches,
     raised_as,
+    trace_forward,
 )
 
 _COMPILE_ERRORS = (
@@ -63,7 +62,12 @@ class TritonAdapter(DslAdapter):
         Autotuner._bench = bench(Autotuner._bench, counter)
 
     def compile_check(
-        self, path: Path, target: str, init_inputs: list | None = None, inputs: list | None = None
+        self,
+        path: Path,
+        target: str,
+        init_inputs: list | None = None,
+        inputs: list | None = None,
+        device: str = "cpu",
     ) -> CompileReport:
         report = CompileReport(ok=False, target=target)
         try:
@@ -71,9 +75,7 @@ class TritonAdapter(DslAdapter):
             with _compiling_instead_of_launching(major) as compiled:
                 with _without_interpreter():
                     module = import_file(Path(path))
-                model = module.ModelNew(*(init_inputs or []))
-                with torch.no_grad():
-                    model(*(inputs or []))
+                trace_forward(module, init_inputs, inputs, device)
         except Exception as exc:  # the candidate's or the compiler's error, reported as text
             report.message = describe_error(exc, path)
             return report

@@ -25,7 +25,8 @@ def compile_only(
     inputs_device: str = "cpu",
 ) -> dict:
     """Static checks, then the adapter's compile check in a sandboxed worker. Returns a report.
-    `inputs_device` only makes the inputs (fast on a GPU); the check itself runs on the CPU."""
+    `inputs_device` is where the inputs are made and the forward is traced (its library calls
+    run there); the kernels are compiled for `target`, never launched."""
     try:
         adapter = get_adapter(dsl)
     except KeyError as exc:
@@ -56,7 +57,7 @@ def compile_only(
             )
             _prepare_meta(prep, task)
             spec = {"dsl": dsl, "kernel": str(kernel.resolve()), "target": target,
-                    "inputs_dir": str(prep_dir), "seed": seed}  # fmt: skip
+                    "inputs_dir": str(prep_dir), "seed": seed, "device": inputs_device}  # fmt: skip
             return ev.worker("compile", spec), ev.phases.get("compile")
         finally:
             ev.close()
