@@ -153,9 +153,9 @@ def _step_lines(step: Step, backend, config: dict, device: str) -> list[str]:
     if step.kind == "view":
         return [f"{step.outs[0]} = {step.op}({step.args})"]
     if step.kind == "scratch":
-        shape = tuple(step.out_shapes[0][0])
+        shape, dtype = tuple(step.out_shapes[0][0]), step.out_shapes[0][1]
         return [
-            f"{step.outs[0]} = torch.full({shape}, {step.args}, device={device}, dtype=torch.float32)"
+            f"{step.outs[0]} = torch.full({shape}, {step.args}, device={device}, dtype=torch.{dtype})"
         ]
     if step.kind == "library":
         return [f"{', '.join(step.outs)} = {step.op}({step.args})"]

@@ -36,7 +36,7 @@ from tools.harness import op_policy
 
 @dataclass
 class Step:
-    kind: str  # "view" | "library" | "launch" | "scratch" (fp32 filled with args)
+    kind: str  # "view" | "library" | "launch" | "scratch" (filled with args)
     outs: list[str]
     op: str = ""  # "aten.view.default" for views and library calls
     args: str = ""  # Python source of the arguments

@@ -289,8 +289,10 @@ def partial_source(kernel: PartialReduction, gpu: bool) -> str:
     value = printer.value(kernel.value)
     body += printer.take()
     whole = REDUCE[kernel.reduce].format(a=f"tl.where(mask, {value}, {INIT[kernel.reduce]})")
-    body += [f"part = {whole.replace(', axis=1', ', axis=0')}",
-             f"{ATOMIC[kernel.reduce]}({kernel.target} + k, part)"]  # fmt: skip
+    part = whole.replace(", axis=1", ", axis=0")
+    if kernel.reduce == "sum":  # into fp64 scratch: see split.SCRATCH_DTYPE
+        part = f"({part}).to(tl.float64)"
+    body += [f"part = {part}", f"{ATOMIC[kernel.reduce]}({kernel.target} + k, part)"]
     return "\n".join([_signature(kernel, ["BLOCK_R"]), *_indent(body)])
 
 
