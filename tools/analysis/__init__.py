@@ -18,7 +18,9 @@ JSON-able dict, cached by (task hash, device, ANALYSIS_VERSION, torch version):
                    "shape": first output's, "dtype", "args": short text,
                    "reads": [label per tensor argument], "arg_shapes": [[..] per tensor argument],
                    "flops": int, "argv"/"kwargv": the arguments as JSON (tensors as
-                   {"t": label, "o": output position}, dtypes as {"dtype": name}, non-finite
+                   {"t": label, "o": output position[, "v": the finite number a one-element
+                   constant holds: torch.tensor(c) made in forward or in the constructor, or
+                   an unlabelled real tensor's item()]}, dtypes as {"dtype": name}, non-finite
                    floats as {"f": repr}), "outs": [{"shape", "dtype"} per tensor output],
                    optional "composite"/"composite_kind"/"group" (ran inside
                    e.g. F.scaled_dot_product_attention), optional "state": true (in-place
@@ -44,7 +46,7 @@ from __future__ import annotations
 
 from typing import Any
 
-ANALYSIS_VERSION = "2"
+ANALYSIS_VERSION = "3"
 
 __all__ = ["ANALYSIS_VERSION", "analysis_cache_key", "analyze_task"]
 

@@ -16,6 +16,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 
 from tools.analysis import ops as op_table
+from tools.analysis.scalars import ScalarValues, plain_number
 from tools.analysis.stages import resolve
 
 MAX_OPS = 4000  # ops beyond this are counted, not listed (a Python loop of many small ops)
@@ -83,11 +84,15 @@ class OpRecorder(TorchDispatchMode):
 
     Data-flow labels: "in:N" (forward input N), "param:NAME", "buffer:NAME", "op:K" (output of
     op K), "const" (any other tensor, e.g. one kept as a plain attribute).
+
+    `values` maps one-element tensors made from a Python number to that number (ScalarValues):
+    their refs carry it, so the builtin writes them as scalar literals.
     """
 
-    def __init__(self, limit: int = MAX_OPS) -> None:
+    def __init__(self, limit: int = MAX_OPS, values: WeakIdKeyDictionary | None = None) -> None:
         super().__init__()
         self.limit = limit
+        self.values = values if values is not None else WeakIdKeyDictionary()
         self.ops: list[dict[str, Any]] = []
         self.count = 0
         self.labels = WeakIdKeyDictionary()
@@ -106,6 +111,8 @@ class OpRecorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
+        if op_table.is_inplace(str(func)) and args and isinstance(args[0], torch.Tensor):
+            self.values.pop(args[0], None)  # its number no longer holds
         index, self.count = self.count, self.count + 1
         if index >= self.limit:
             return out
@@ -139,11 +146,14 @@ class OpRecorder(TorchDispatchMode):
         return out
 
     def encode(self, value: Any) -> Any:
-        """A JSON form of one op argument: tensors as {"t": label, "o": output position},
-        dtypes as {"dtype": name}, numbers, strings and None as they are, lists as lists.
-        The builtin model rebuilds the computation from these."""
+        """A JSON form of one op argument: tensors as {"t": label, "o": output position} (and
+        "v": the number held by a one-element constant, see `scalar`), dtypes as {"dtype": name},
+        numbers, strings and None as they are, lists as lists. The builtin model rebuilds the
+        computation from these."""
         if isinstance(value, torch.Tensor):
-            return {"t": self.label(value), "o": self.slots.get(value, 0)}
+            ref = {"t": self.label(value), "o": self.slots.get(value, 0)}
+            number = self.scalar(value)
+            return ref if number is None else {**ref, "v": number}
         if isinstance(value, bool | int | str) or value is None:
             return value
         if isinstance(value, float):
@@ -153,6 +163,18 @@ class OpRecorder(TorchDispatchMode):
         if isinstance(value, torch.dtype):
             return {"dtype": dtype_name(value)}
         return {"other": short_repr(value, 80)}
+
+    def scalar(self, t: torch.Tensor) -> bool | int | float | None:
+        """The finite number a one-element constant holds: one made from a Python number
+        (torch.tensor(c): known on meta tensors too), or an unlabelled real tensor's item()."""
+        label = self.label(t)
+        if label.startswith(("in:", "param:", "buffer:")):
+            return None  # the model's own state: the builtin reads it as a tensor
+        if t in self.values:
+            return self.values[t]
+        if label != "const" or t.numel() != 1 or t.is_meta or t.is_complex():
+            return None
+        return plain_number(t.item())
 
 
 def _op_flops(func, args, kwargs, out) -> int:
@@ -218,13 +240,16 @@ def module_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return labels
 
 
-def record_ops(model: torch.nn.Module, inputs: list[Any]) -> tuple[list[dict], list[Any], dict]:
+def record_ops(
+    model: torch.nn.Module, inputs: list[Any], values: WeakIdKeyDictionary | None = None
+) -> tuple[list[dict], list[Any], dict]:
     """Run the forward once under the recorder (no_grad). Returns (ops, outputs, info) where
-    info holds "ops_total" and "output_sources" (a data-flow label per output)."""
-    recorder = OpRecorder()
+    info holds "ops_total" and "output_sources" (a data-flow label per output). `values`: the
+    numbers ScalarValues saw while the model was built (a constant kept as an attribute)."""
+    recorder = OpRecorder(values=values)
     recorder.name(module_tensors(model))
     recorder.name({f"in:{i}": x for i, x in enumerate(inputs)})
-    with torch.no_grad(), CompositeMode(recorder), recorder:
+    with torch.no_grad(), ScalarValues(recorder.values), CompositeMode(recorder), recorder:
         output = model(*inputs)
     outputs = list(output) if isinstance(output, list | tuple) else [output]
     sources = [resolve(recorder.label(o), recorder.ops) for o in outputs]

@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.utils.weak import WeakIdKeyDictionary
 
 from tools import roofline
 from tools.analysis import ANALYSIS_VERSION
+from tools.analysis.scalars import ScalarValues
 from tools.analysis.stages import build_stages, stage_of
 from tools.analysis.trace import (
     StayOnMeta,
@@ -59,6 +61,7 @@ class Built:
         self.init_inputs: list[Any] | None = None
         self.model: torch.nn.Module | None = None
         self.inputs: list[Any] | None = None
+        self.values = WeakIdKeyDictionary()  # one-element constants the constructor made
 
     def held_bytes(self) -> int | None:
         """Bytes of inputs and parameters, None when not both are known."""
@@ -122,7 +125,7 @@ def _build(module, device: str, built: Built) -> None:
         torch.manual_seed(ref.CONSTRUCT_SEED)
         built.init_inputs = _step("get_init_inputs()", lambda: list(module.get_init_inputs()))
         torch.manual_seed(ref.CONSTRUCT_SEED)
-        with torch.no_grad():
+        with torch.no_grad(), ScalarValues(built.values):
             model = _step("Model(*get_init_inputs())", lambda: module.Model(*built.init_inputs))
         if not isinstance(model, torch.nn.Module):
             raise TaskError(f"Model(*get_init_inputs()) returned a {type(model).__name__}")
@@ -137,7 +140,7 @@ def _build(module, device: str, built: Built) -> None:
 def _trace(built: Built, device: str) -> dict[str, Any]:
     model, inputs = built.model, built.inputs
     with _on(device):
-        ops, outputs, info = _step("Model.forward", lambda: record_ops(model, inputs))
+        ops, outputs, info = _step("Model.forward", lambda: record_ops(model, inputs, built.values))
         notes = []
         try:
             flops = roofline.count_flops(model, inputs)

@@ -18,6 +18,7 @@ from tools.builtin.expr import (
     Expr,
     Load,
     _merge,
+    as_expr,
     broadcast_strides,
     call,
     const,
@@ -113,7 +114,7 @@ class _RowArgs:
         return self.b.operand(self.values[0], list(self.in_shape), "full")
 
     def full(self, i: int, shape: list[int], place: list[int] | None = None) -> Expr:
-        return self.b.operand(self.values[i], shape, "full", place)
+        return as_expr(self.b.operand(self.values[i], shape, "full", place))
 
     def present(self, i: int) -> bool:
         return len(self.values) > i and isinstance(self.values[i], dict) and "t" in self.values[i]
@@ -169,9 +170,13 @@ class GroupBuilder:
         return self.arg_names[value.var]
 
     def operand(self, ref: Any, shape: list[int], space: str, place: list[int] | None = None):
-        """Tensor argument `ref` as read by an op of output `shape` in `space`."""
+        """Tensor argument `ref` as read by an op of output `shape` in `space`. A one-element
+        constant whose number the analysis read ("v": torch.tensor(0.5)) is that number, as a
+        Python scalar argument is."""
         if not (isinstance(ref, dict) and "t" in ref):
             return ref
+        if "v" in ref:
+            return ref["v"]
         key, views = self.ctx.chain(ref)
         if key in self.env:
             return self._in_group(self.env[key], views, shape, space, place)
@@ -300,7 +305,7 @@ class GroupBuilder:
         if alpha != 1:
             acc = call("mul", acc, const(alpha))
         if bias is not None and beta != 0:
-            term = self.operand(bias, shape, "full")
+            term = as_expr(self.operand(bias, shape, "full"))
             acc = call("add", acc, term if beta == 1 else call("mul", term, const(beta)))
         self.env[(f"op:{index}", 0)] = InGroup(acc, "acc", shape)
 

@@ -33,6 +33,8 @@ from tools.builtin.values import (
 )  # fmt: skip
 from tools.harness import op_policy
 
+CONSTANTS = "only a one-element constant made from a number, read by a pointwise op, is written"
+
 
 @dataclass
 class Step:
@@ -137,8 +139,10 @@ class ProgramBuilder:
         if key not in self.values:
             label = key[0]
             if label.startswith("op:") and self.ops[int(label[3:])].get("kind") == ALLOC:
-                raise Unsupported(f"{self.ops[int(label[3:])]['op']} (a tensor made in forward)")
-            raise Unsupported("a tensor the forward does not define", f"{label} (kept as const)")
+                raise Unsupported(f"{self.ops[int(label[3:])]['op']} (a tensor made in forward)",
+                                  CONSTANTS)  # fmt: skip
+            raise Unsupported("a constant tensor made in forward or kept as a plain attribute",
+                              CONSTANTS)  # fmt: skip
         value = self.values[key]
         for index in views:
             value = self._view(index, value)
