@@ -31,6 +31,7 @@ from state.store import RunStore, open_store
 from tools.dsl import get_adapter
 from tools.harness.config import POLICIES, PRECISIONS
 from tools.harness.verdict import UsageError
+from tools.harness.warm import WARM_POOL
 from tools.task import TaskSource
 
 
@@ -170,18 +171,19 @@ def _drive(
         store.update_run(run_id, status="running")
         error: BaseException | None = None
         try:
-            for update in app.stream(
-                graph_input, _thread(run_id), context=ctx, stream_mode="updates",
-                durability="sync",
-            ):  # fmt: skip
-                now = time.monotonic()
-                store.add_active_seconds(run_id, now - started - saved)
-                saved = now - started
-                if progress is not None:
-                    values = app.get_state(_thread(run_id)).values
-                    for node in update:
-                        if node in NODES:
-                            progress.step(node, _as_state(values), brain.spend())
+            with WARM_POOL.active():  # candidate workers start ahead of their evaluation
+                for update in app.stream(
+                    graph_input, _thread(run_id), context=ctx, stream_mode="updates",
+                    durability="sync",
+                ):  # fmt: skip
+                    now = time.monotonic()
+                    store.add_active_seconds(run_id, now - started - saved)
+                    saved = now - started
+                    if progress is not None:
+                        values = app.get_state(_thread(run_id)).values
+                        for node in update:
+                            if node in NODES:
+                                progress.step(node, _as_state(values), brain.spend())
         except HANDLED as exc:
             error = exc
         snapshot = app.get_state(_thread(run_id))

@@ -29,7 +29,8 @@ def test_no_file_holds_the_task_source_while_the_candidate_runs(cases, tmp_path,
 
     def spying_go(self, pending, message):
         if pending.role == "candidate":  # alive since the start; about to read its inputs
-            seen.update(readable_text(self.dir))
+            for folder in self.folders:  # its own, and a warm worker's
+                seen.update(readable_text(folder))
             seen.update(readable_text(ReferenceStore().inputs_root))
         return go(self, pending, message)
 

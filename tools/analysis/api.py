@@ -17,9 +17,10 @@ from typing import Any
 from tools.analysis import ANALYSIS_VERSION
 from tools.harness.cache import EvalCache
 from tools.harness.config import EvalConfig
-from tools.harness.evaluate import Evaluation, WorkerRun
+from tools.harness.evaluate import Evaluation
 from tools.harness.infra import retried
 from tools.harness.verdict import TaskError
+from tools.harness.workers import WorkerRun
 from tools.task import TaskSource
 
 ROLE = "analyze"

@@ -50,16 +50,19 @@ def run(spec: dict) -> dict:
 
 
 def _run(spec: dict, checks: list[Check], report: dict) -> None:
-    spec.update(read_message())  # the parent's private part of the spec (empty today)
-    precision = PRECISIONS[spec["precision"]]
-    device, in_dir, out_dir = spec["device"], Path(spec["inputs_dir"]), Path(spec["out_dir"])
-    with watch.stage("setup"):  # importing the DSL, patching its launcher, loading init args
+    precision, device = PRECISIONS[spec["precision"]], spec["device"]
+    with watch.stage("setup"):  # importing the DSL, patching its launcher
         ref.set_precision_flags(precision)
         ref.set_threads(spec.get("threads", 0))
         guards.poison_uninitialized_memory()
         adapter = get_adapter(spec["dsl"])
         counter = LaunchCounter()
         adapter.install_launch_counter(counter, device)
+    evaluation = read_message()  # kernel, seeds, folders: a worker started ahead waits here
+    if not evaluation:
+        raise CandidateFailure(CRASHED, "setup", "the harness stopped before giving a kernel")
+    spec.update(evaluation)
+    in_dir, out_dir = Path(spec["inputs_dir"]), Path(spec["out_dir"])
     with watch.stage("waiting_for_inputs"):
         go = read_message()  # the parent's go: prepare has written the inputs
     if not go:

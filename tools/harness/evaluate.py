@@ -10,49 +10,30 @@ No candidate code ever runs in this process. Standard library only.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
-import json
 import os
 import shutil
-import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from tools.dsl import get_adapter
 from tools.harness.assemble import assemble, static_verdict
-from tools.harness.cache import EvalCache, shared_build_env
+from tools.harness.cache import EvalCache
 from tools.harness.config import EvalConfig, cache_key
-from tools.harness.exchange import read_json, work_root, write_json
+from tools.harness.exchange import read_json, work_root
 from tools.harness.extra_shapes import check_extra_shapes
-from tools.harness.fifo_clock import FifoClock
 from tools.harness.infra import InfraFailure, check_worker, retried
 from tools.harness.memory import host_limit_bytes
 from tools.harness.reference import pool_seeds, reference_seeds, verification_seeds
 from tools.harness.refstore import RefEntry, ReferenceStore, ephemeral_entry, store_key
-from tools.harness.sandbox import Limits, ProcessResult, Sandboxed, isolation, scrubbed_env
+from tools.harness.sandbox import isolation
 from tools.harness.static_gate import run_static_checks
 from tools.harness.verdict import TaskError, UsageError, Verdict
+from tools.harness.warm import WARM_POOL
+from tools.harness.workers import PendingWorker, WorkerRun, WorkerSettings, send, spawn_worker
 from tools.task import TaskSource
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-@dataclass
-class WorkerRun:
-    process: ProcessResult
-    result: dict | None
-    marks: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass
-class PendingWorker:
-    role: str
-    home: Path
-    process: Sandboxed
-    fifo: FifoClock | None
-    started: float
 
 
 class Evaluation:
@@ -61,6 +42,7 @@ class Evaluation:
     def __init__(self, task: TaskSource, kernel: Path, config: EvalConfig) -> None:
         self.task, self.kernel, self.config = task, kernel, config
         self.dir = Path(tempfile.mkdtemp(prefix="kg-eval-", dir=work_root()))
+        self.folders = [self.dir]  # removed at close: a warm worker's folder joins them
         self.phases: dict[str, float] = {}
         self.pending: list[PendingWorker] = []
         self.host_limit = host_limit_bytes(config.max_host_gb)
@@ -70,12 +52,20 @@ class Evaluation:
         for pending in self.pending:  # e.g. a judge left waiting for a candidate that failed
             pending.process.kill()
             pending.process.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        for folder in self.folders:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def worker(
         self, role: str, spec: dict, env: dict | None = None, clock=False, private=None
     ) -> WorkerRun:
         return self.finish(self.start(role, spec, env, clock, private))
+
+    def settings(self, env: dict | None = None, hide=(), read_only=()) -> WorkerSettings:
+        threads = self.config.threads or os.cpu_count() or 1
+        env_items = tuple(sorted((env or {}).items()))
+        return WorkerSettings(
+            self._limit(), self.host_limit, threads, env_items, tuple(hide), tuple(read_only)
+        )
 
     def start(
         self,
@@ -89,47 +79,47 @@ class Evaluation:
     ) -> PendingWorker:
         """Start a worker. With `private`, that part of its spec goes through its stdin (never
         a file another worker could read); a worker may then wait there for `go()`."""
-        uses_stdin = private is not None
-        home = self.dir / role
-        home.mkdir(exist_ok=True)
-        limit = self._limit()  # the parent's clock restarts at go(); the worker's own does not
-        self_limit = limit * (2 if uses_stdin else 1) + 30
-        spec = {**spec, "result": str(home / "result.json"), "self_limit_s": self_limit}
-        fifo = FifoClock(home / "clock") if clock else None
-        if fifo:
-            spec["clock"] = str(fifo.path)
-        spec["spawned_at"] = time.time()
-        write_json(home / "spec.json", spec)
-        threads = self.config.threads or os.cpu_count() or 1
-        extra = {
-            "PYTHONPATH": os.pathsep.join(
-                filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])
-            ),
-            "OMP_NUM_THREADS": str(threads),
-            **shared_build_env(),
-            **(env or {}),
-        }
-        process = Sandboxed(
-            [sys.executable, "-m", "tools.harness.worker", role, str(home / "spec.json")],
-            cwd=home,
-            env=scrubbed_env(extra, home),
-            limits=Limits(limit, self.host_limit),
-            log_path=home / "log.txt",
-            stdin_pipe=uses_stdin,
-            hide=hide,
-            read_only=read_only,
-        )
-        if private is not None:
-            process.send(json.dumps(private).encode() + b"\n")
-        pending = PendingWorker(role, home, process, fifo, process.start)
+        settings = self.settings(env, hide, read_only)
+        pending = spawn_worker(self.dir / role, role, spec, settings, clock, private)
         self.pending.append(pending)
         return pending
+
+    def start_candidate(self, message: dict, settings: WorkerSettings) -> PendingWorker:
+        """The candidate worker: one started ahead for these settings (see `warm`), else a new
+        one. Either way it learns this evaluation (kernel, seeds, folders) from `message`."""
+        warm = WARM_POOL.take(self._warm_key(settings), max_age_s=settings.limit_s)
+        if warm is None:
+            pending = self._spawn_candidate(self.dir, settings)
+        else:
+            pending = warm.worker
+            self.folders.append(warm.folder)
+            self.phases["candidate.started_ahead_s"] = round(warm.age_s(), 3)
+        send(pending.process, {**message, "out_dir": str(pending.home)})
+        self.pending.append(pending)
+        return pending
+
+    def start_next_candidate(self, settings: WorkerSettings) -> None:
+        """Start the worker for the next evaluation with these settings (if the pool is on)."""
+        WARM_POOL.refill(
+            self._warm_key(settings), lambda folder: self._spawn_candidate(folder, settings)
+        )
+
+    def _spawn_candidate(self, folder: Path, settings: WorkerSettings) -> PendingWorker:
+        setup = _candidate_setup(self.config)
+        return spawn_worker(folder / "candidate", "candidate", setup, settings, True, stdin=True)
+
+    def _warm_key(self, settings: WorkerSettings) -> tuple:
+        """Settings a warm worker must share; its host limit is the fraction of the memory
+        available when it started (that figure moves between evaluations)."""
+        settings = dataclasses.replace(settings, host_limit=0)
+        setup = tuple(sorted(_candidate_setup(self.config).items()))
+        return settings, self.config.max_host_gb, setup
 
     def go(self, pending: PendingWorker, message: dict) -> None:
         """Let a waiting worker proceed; its time limit and phase time count from here."""
         pending.process.restart_clock()
         pending.started = pending.process.start
-        pending.process.send(json.dumps(message).encode() + b"\n", close=True)
+        send(pending.process, message, close=True)
 
     def finish(self, pending: PendingWorker) -> WorkerRun:
         process = pending.process.wait()
@@ -236,11 +226,9 @@ def _evaluate(ev: Evaluation, store: ReferenceStore | None, entry: RefEntry, ada
     # The judge and the candidate start now, so their start-ups overlap the reference's build;
     # each waits on its stdin until the parent lets it go.
     judge_pending = ev.start("judge", {}, private=ev.base_spec())
-    sandbox = {"hide": (store.expected_root,), "read_only": (store.inputs_root,)} if store else {}
-    cand_pending = ev.start(
-        "candidate", {**_candidate_spec(ev, seeds), **where}, adapter.child_env(config.device),
-        clock=True, private={}, **sandbox,
-    )  # fmt: skip
+    hidden = {"hide": (store.expected_root,), "read_only": (store.inputs_root,)} if store else {}
+    settings = ev.settings(adapter.child_env(config.device), **hidden)
+    cand_pending = ev.start_candidate({**_candidate_spec(ev, seeds), **where}, settings)
     meta = entry.meta()
     if meta is None:
         try:
@@ -261,10 +249,15 @@ def _evaluate(ev: Evaluation, store: ReferenceStore | None, entry: RefEntry, ada
         meta = {**meta, "reference_cached": True}
     ev.go(cand_pending, {"training": meta.get("training", True)})
     cand = ev.finish(cand_pending)
+    baselines = _baselines_to_time(config, entry)
+    if not baselines:  # nothing is timed from here on: the next worker may start up beside it
+        ev.start_next_candidate(settings)
     judge = None
     report = cand.result or {}
     if report.get("status") == "ok" and report.get("outputs"):
-        judge = _judge(ev, judge_pending, entry, report, where)
+        judge = _judge(ev, judge_pending, entry, report, where, cand_pending.home, baselines)
+    if baselines:
+        ev.start_next_candidate(settings)
     verdict = assemble(config, adapter, meta, cand, judge)
     verdict.phases_s = dict(ev.phases)
     verdict.memory = _memory(ev, meta, report, judge)
@@ -276,17 +269,26 @@ def _evaluate(ev: Evaluation, store: ReferenceStore | None, entry: RefEntry, ada
     return verdict
 
 
-def _judge(ev: Evaluation, pending: PendingWorker, entry: RefEntry, report: dict, where: dict):
-    """Let the judge compare, and time only the baselines the store does not have yet."""
-    config = ev.config
-    wanted = (["eager", "compile"] if config.baseline_compile else ["eager"]) * config.profile
-    stored = {name: entry.baselines()[name] for name in wanted if name in entry.baselines()}
+def _wanted_baselines(config: EvalConfig) -> list[str]:
+    return (["eager", "compile"] if config.baseline_compile else ["eager"]) * config.profile
+
+
+def _baselines_to_time(config: EvalConfig, entry: RefEntry) -> list[str]:
+    """The baselines this evaluation's judge must time: those the store does not have yet."""
+    return [name for name in _wanted_baselines(config) if name not in entry.baselines()]
+
+
+def _judge(ev: Evaluation, pending: PendingWorker, entry: RefEntry, report: dict, where: dict,
+           candidate_dir: Path, baselines: list[str]):  # fmt: skip
+    """Let the judge compare, and time only the `baselines` the store does not have yet."""
+    wanted = _wanted_baselines(ev.config)
+    stored = {name: entry.baselines()[name] for name in wanted if name not in baselines}
     go = {
-        "candidate_dir": str(ev.dir / "candidate"),
+        "candidate_dir": str(candidate_dir),
         "outputs": report["outputs"],
         "timing_output": report.get("timing_output"),
         "timing_output_seed": report.get("timing_output_seed"),
-        "baselines": [name for name in wanted if name not in stored],
+        "baselines": baselines,
         **where,
     }
     ev.go(pending, go)
@@ -316,17 +318,23 @@ def _memory(ev: Evaluation, meta: dict, report: dict, judge) -> dict:
     }
 
 
-def _candidate_spec(ev: Evaluation, seeds: list[int]) -> dict:
-    config = ev.config
+def _candidate_setup(config: EvalConfig) -> dict:
+    """What a candidate worker needs before it knows its evaluation (it may start ahead)."""
     return {
         "device": config.device,
         "precision": config.precision,
         "threads": config.threads,
         "dsl": config.dsl,
+    }
+
+
+def _candidate_spec(ev: Evaluation, seeds: list[int]) -> dict:
+    """This evaluation's part of the candidate's spec, sent through its stdin."""
+    config = ev.config
+    return {
         "kernel": str(ev.kernel.resolve()),
         "policy": config.policy,
         "seeds": seeds,
-        "out_dir": str(ev.dir / "candidate"),
         "profile": config.profile,
         "share_weights": config.share_weights,
     }

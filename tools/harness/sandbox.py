@@ -10,6 +10,7 @@ be), and it has no network.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
@@ -24,6 +25,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tools.harness import held_signals
 
 PR_SET_PDEATHSIG = 1
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
@@ -231,17 +234,25 @@ class Sandboxed:
         self.limits, self.log_path = limits, log_path
         self.start = time.monotonic()
         self.oom_kills_before = oom_kill_count()
+        self.proc: subprocess.Popen | None = None
         with open(log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                iso.wrap(argv, hide, read_only),
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=functools.partial(_child_setup, cpu_s),
-            )
+            try:
+                with held_signals.held():  # a Ctrl-C during fork would be lost, not raised
+                    self.proc = subprocess.Popen(
+                        iso.wrap(argv, hide, read_only),
+                        cwd=cwd,
+                        env=env,
+                        stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                        preexec_fn=functools.partial(_child_setup, cpu_s),
+                    )
+            except BaseException:
+                if self.proc is not None:  # started, then interrupted: nobody else will kill it
+                    _kill_group(self.proc.pid)
+                    self.proc.wait()
+                raise
         self.watchdog = _RssWatchdog(self.proc.pid, limits.max_rss_bytes)
         self.watchdog.start()
 
@@ -276,7 +287,8 @@ class Sandboxed:
             self.proc.wait()
             self.watchdog.stop()
             if self.proc.stdin:
-                self.proc.stdin.close()
+                with contextlib.suppress(OSError):  # unsent bytes to a dead worker
+                    self.proc.stdin.close()
         log_tail = _tail(self.log_path)
         ours = timed_out or self.watchdog.exceeded or self.killed_by_harness
         sigkill = self.proc.returncode == -signal.SIGKILL or (
