@@ -7,6 +7,7 @@ argmax/argmin output may pick any index holding an equal value (ties).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -63,27 +64,35 @@ def flat_chunks(*tensors: torch.Tensor, size: int | None = None):
         yield start, [f[start : start + size] for f in flats]
 
 
-@dataclass
-class _CloseStats:
-    bad: int = 0
-    max_abs: float = 0.0
-    max_rel: float = 0.0
-    first: int | None = None
+POSITION_TESTS = (("NaN", torch.isnan), ("+Inf", torch.isposinf), ("-Inf", torch.isneginf))
 
 
 def _compare_close(c, r, atol, rtol, shape) -> Mismatch | None:
-    tests = (("NaN", torch.isnan), ("+Inf", torch.isposinf), ("-Inf", torch.isneginf))
-    for name, test in tests:
-        count, extra = 0, False
-        for _, (cc, rr) in flat_chunks(c, r):
+    """One pass over the chunks; the sums stay on the device until the end (one sync)."""
+    zeros = functools.partial(torch.zeros, device=r.device)
+    moved = zeros(len(POSITION_TESTS), dtype=torch.int64)  # per test: positions that differ
+    nan_where_finite = zeros((), dtype=torch.bool)
+    bad = zeros((), dtype=torch.int64)
+    max_abs, max_rel = zeros((), dtype=torch.float64), zeros((), dtype=torch.float64)
+    for _, (cc, rr) in flat_chunks(c, r):
+        for k, (name, test) in enumerate(POSITION_TESTS):
             tc, tr = test(cc), test(rr)
-            count += int((tc != tr).sum())
-            extra |= name == "NaN" and bool((tc & ~tr).any())
+            moved[k] += (tc != tr).sum()
+            if name == "NaN":
+                nan_where_finite |= (tc & ~tr).any()
+        c64, r64 = cc.double(), rr.double()
+        finite = torch.isfinite(r64)
+        diff = torch.where(finite, (c64 - r64).abs(), 0.0)
+        bad += (finite & (diff > atol + rtol * r64.abs())).sum()
+        if diff.numel():
+            max_abs = torch.maximum(max_abs, diff.max())
+            max_rel = torch.maximum(max_rel, (diff / r64.abs().clamp_min(1e-12)).max())
+    for (name, _), count in zip(POSITION_TESTS, moved.tolist(), strict=True):
         if count:
             hint = (
                 " (NaN where the reference is finite: often output memory the kernel "
                 "never wrote, which the harness fills with NaN)"
-                if extra
+                if name == "NaN" and bool(nan_where_finite)
                 else ""
             )
             return Mismatch(
@@ -91,33 +100,31 @@ def _compare_close(c, r, atol, rtol, shape) -> Mismatch | None:
                 mismatches=count,
                 shape=shape,
             )
-    stats = _CloseStats()
-    for start, (cc, rr) in flat_chunks(c, r):
-        c64, r64 = cc.double(), rr.double()
-        finite = torch.isfinite(r64)
-        diff = torch.where(finite, (c64 - r64).abs(), torch.zeros_like(r64))
-        bad = finite & (diff > atol + rtol * r64.abs())
-        if diff.numel():
-            stats.max_abs = max(stats.max_abs, float(diff.max()))
-            stats.max_rel = max(stats.max_rel, float((diff / r64.abs().clamp_min(1e-12)).max()))
-        count = int(bad.sum())
-        if count and stats.first is None:
-            stats.first = start + int(bad.nonzero()[0, 0])
-        stats.bad += count
-    if not stats.bad:
+    count = int(bad)
+    if not count:
         return None
-    first = _unravel(stats.first, shape)
-    got = float(c.reshape(-1)[stats.first])
-    want = float(r.reshape(-1)[stats.first])
+    first = _first_beyond(c, r, atol, rtol)
+    got, want = float(c.reshape(-1)[first]), float(r.reshape(-1)[first])
+    abs_err, rel_err = float(max_abs), float(max_rel)
     return Mismatch(
-        f"{stats.bad} of {r.numel()} elements differ beyond atol={atol:g}, rtol={rtol:g} "
-        f"(max abs err {stats.max_abs:.3e}, max rel err {stats.max_rel:.3e}; first at index "
-        f"{first}: got {got:.6g}, expected {want:.6g})",
-        max_abs_err=stats.max_abs,
-        max_rel_err=stats.max_rel,
-        mismatches=stats.bad,
+        f"{count} of {r.numel()} elements differ beyond atol={atol:g}, rtol={rtol:g} "
+        f"(max abs err {abs_err:.3e}, max rel err {rel_err:.3e}; first at index "
+        f"{_unravel(first, shape)}: got {got:.6g}, expected {want:.6g})",
+        max_abs_err=abs_err,
+        max_rel_err=rel_err,
+        mismatches=count,
         shape=shape,
     )
+
+
+def _first_beyond(c, r, atol: float, rtol: float) -> int:
+    """The flat index of the first element outside the tolerance (a failing run only)."""
+    for start, (cc, rr) in flat_chunks(c, r):
+        c64, r64 = cc.double(), rr.double()
+        beyond = torch.isfinite(r64) & ((c64 - r64).abs() > atol + rtol * r64.abs())
+        if bool(beyond.any()):
+            return start + int(beyond.nonzero()[0, 0])
+    raise AssertionError("no element outside the tolerance")
 
 
 def _unravel(flat_index: int, shape: list[int]) -> list[int]:
@@ -163,15 +170,34 @@ def _ties_only(c: torch.Tensor, r: torch.Tensor, arg: ArgReduction) -> bool:
 
 def fingerprint(t: torch.Tensor) -> tuple[int, int]:
     """A content hash computed where the tensor lives: equal bytes give equal prints, and a
-    changed tensor almost surely a different one. No copy of the tensor is kept."""
-    raw = t.detach().contiguous().reshape(-1).view(torch.uint8)
-    total = weighted = 0
-    for start, (chunk,) in flat_chunks(raw):
-        words = chunk.to(torch.int64)
-        position = torch.arange(start, start + words.numel(), device=words.device) % 65521 + 1
-        total += int(words.sum())
-        weighted += int((words * position).sum())
-    return total, weighted
+    changed tensor almost surely a different one. No copy of the tensor is kept; the sums stay
+    on the device until the end (integer sums wrap the same way every time)."""
+    words = _words(t.detach().contiguous().reshape(-1))
+    total = torch.zeros((), dtype=torch.int64, device=t.device)
+    weighted = total.clone()
+    weights = _position_weights(t.device)
+    for _, (chunk,) in flat_chunks(words, size=PRINT_CHUNK):
+        wide = chunk.to(torch.int64)
+        total += wide.sum()
+        weighted += (wide * weights[: wide.numel()]).sum()
+    return int(total), int(weighted)
+
+
+PRINT_MODULUS = 65521
+PRINT_CHUNK = PRINT_MODULUS * 256  # a multiple of the modulus: every chunk has the same weights
+
+
+@functools.cache
+def _position_weights(device: torch.device) -> torch.Tensor:
+    return torch.arange(PRINT_CHUNK, device=device) % PRINT_MODULUS + 1
+
+
+def _words(flat: torch.Tensor) -> torch.Tensor:
+    """The tensor's bytes as 32-bit words where they divide evenly (4x fewer elements)."""
+    raw = flat.view(torch.uint8) if flat.numel() else torch.empty(0, dtype=torch.uint8)
+    if raw.numel() % 4 == 0 and raw.storage_offset() % 4 == 0:
+        return raw.view(torch.int32)
+    return raw
 
 
 def is_constant(t: torch.Tensor) -> bool:
@@ -187,13 +213,13 @@ def within_tolerance_only(reference: torch.Tensor, atol: float) -> bool:
     """Whether every reference value is so small that atol alone lets almost anything pass."""
     if not reference.is_floating_point() or reference.numel() < 2:
         return False
-    finite, largest = 0, 0.0
+    finite = torch.zeros((), dtype=torch.int64, device=reference.device)
+    largest = torch.zeros((), dtype=torch.float64, device=reference.device)
     for _, (chunk,) in flat_chunks(reference):
-        kept = chunk[torch.isfinite(chunk)]
-        finite += kept.numel()
-        if kept.numel():
-            largest = max(largest, float(kept.abs().max()))
-    return finite > 1 and largest <= 10 * atol
+        kept = torch.isfinite(chunk)
+        finite += kept.sum()
+        largest = torch.maximum(largest, torch.where(kept, chunk.abs(), 0).max().double())
+    return int(finite) > 1 and float(largest) <= 10 * atol
 
 
 def tracks_reference(candidate: torch.Tensor, reference: torch.Tensor) -> bool:

@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import functools
 import os
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from tools.harness.config import EvalConfig, cache_key
 from tools.harness.exchange import read_json, work_root
 from tools.harness.extra_shapes import check_extra_shapes
 from tools.harness.infra import InfraFailure, check_worker, retried
+from tools.harness.janitor import JANITOR
 from tools.harness.memory import host_limit_bytes
 from tools.harness.reference import pool_seeds, reference_seeds, verification_seeds
 from tools.harness.refstore import RefEntry, ReferenceStore, ephemeral_entry, store_key
@@ -47,13 +47,13 @@ class Evaluation:
         self.pending: list[PendingWorker] = []
         self.host_limit = host_limit_bytes(config.max_host_gb)
         self.peaks: dict[str, int] = {}  # peak host RSS per worker
+        self.created = time.monotonic()
 
     def close(self) -> None:
         for pending in self.pending:  # e.g. a judge left waiting for a candidate that failed
             pending.process.kill()
             pending.process.wait()
-        for folder in self.folders:
-            shutil.rmtree(folder, ignore_errors=True)
+        JANITOR.remove(self.folders)
 
     def worker(
         self, role: str, spec: dict, env: dict | None = None, clock=False, private=None
@@ -195,9 +195,12 @@ def _run_workers(
         ev = Evaluation(task, kernel, config)
         try:
             with _reference(ev, config, use_cache) as (store, entry):
-                return _evaluate(ev, store, entry, adapter)
+                verdict = _evaluate(ev, store, entry, adapter)
         finally:
+            closing = time.monotonic()
             ev.close()
+        verdict.phases_s["parent.close"] = round(time.monotonic() - closing, 3)
+        return verdict
 
     return retried(attempt)
 
@@ -247,8 +250,11 @@ def _evaluate(ev: Evaluation, store: ReferenceStore | None, entry: RefEntry, ada
             store.evict(entry.key, store.budget_bytes())
     else:
         meta = {**meta, "reference_cached": True}
+    ev.phases["parent.waiting_for_cleanup"] = round(JANITOR.wait(), 3)  # nothing freed while timed
+    ev.phases["parent.before_go"] = round(time.monotonic() - ev.created, 3)
     ev.go(cand_pending, {"training": meta.get("training", True)})
     cand = ev.finish(cand_pending)
+    candidate_done = time.monotonic()
     baselines = _baselines_to_time(config, entry)
     if not baselines:  # nothing is timed from here on: the next worker may start up beside it
         ev.start_next_candidate(settings)
@@ -256,6 +262,7 @@ def _evaluate(ev: Evaluation, store: ReferenceStore | None, entry: RefEntry, ada
     report = cand.result or {}
     if report.get("status") == "ok" and report.get("outputs"):
         judge = _judge(ev, judge_pending, entry, report, where, cand_pending.home, baselines)
+        ev.phases["parent.candidate_to_judge"] = round(judge_pending.started - candidate_done, 3)
     if baselines:
         ev.start_next_candidate(settings)
     verdict = assemble(config, adapter, meta, cand, judge)

@@ -1,0 +1,67 @@
+"""An evaluation's folders are removed in the background, and the next candidate runs only
+once every removal is done (freeing gigabytes of shared memory must not overlap a timing)."""
+
+from __future__ import annotations
+
+import threading
+
+from tools.harness import evaluate as evaluate_module
+from tools.harness import janitor
+from tools.harness.cache import EvalCache
+from tools.harness.config import EvalConfig
+
+
+def test_removal_runs_in_the_background_and_wait_finishes_it(tmp_path):
+    folders = [tmp_path / "a", tmp_path / "b"]
+    for folder in folders:
+        (folder / "deep").mkdir(parents=True)
+        (folder / "deep" / "outputs_1.tf.p0").write_bytes(b"\0" * 4096)
+    cleaner = janitor.Janitor()
+    cleaner.remove(folders)
+    cleaner.wait()
+    assert not any(folder.exists() for folder in folders)
+
+
+def test_the_next_candidate_runs_only_after_earlier_removals(cases, tmp_path, monkeypatch):
+    earlier = tmp_path / "earlier_evaluation"
+    earlier.mkdir()
+    (earlier / "outputs_1.tf").write_bytes(b"\0" * 4096)
+    gate = threading.Event()  # holds the removal until someone waits for it
+    real_remove_all = janitor._remove_all
+
+    def gated_remove_all(folders):
+        gate.wait()
+        real_remove_all(folders)
+
+    monkeypatch.setattr(janitor, "_remove_all", gated_remove_all)
+    cleaner = janitor.Janitor()
+    real_wait = cleaner.wait
+
+    def opening_wait():
+        gate.set()
+        return real_wait()
+
+    monkeypatch.setattr(cleaner, "wait", opening_wait)
+    monkeypatch.setattr(evaluate_module, "JANITOR", cleaner)
+    cleaner.remove([earlier])  # as if the previous evaluation had just closed
+
+    seen, own = [], []
+    go = evaluate_module.Evaluation.go
+
+    def spying_go(self, pending, message):
+        if pending.role == "candidate":
+            seen.append(earlier.exists())
+            own.extend(self.folders)
+        return go(self, pending, message)
+
+    monkeypatch.setattr(evaluate_module.Evaluation, "go", spying_go)
+    config = EvalConfig(dsl="cpp", device="cpu", seeds=1, profile=False)
+    verdict = evaluate_module.evaluate(
+        cases / "tasks" / "scale_add.py", cases / "kernels" / "cpp_scale_add.py", config,
+        EvalCache(tmp_path / "evals"),
+    )  # fmt: skip
+    gate.set()
+    assert verdict.passed, verdict.message
+    assert seen == [False]  # the earlier folder was gone before the candidate could run
+    cleaner.wait()
+    assert own and not any(folder.exists() for folder in own)  # its own folders went too
