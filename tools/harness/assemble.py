@@ -30,6 +30,7 @@ JUDGE_CHECKS = {
         "output_shape": CheckName.OUTPUT_SHAPE,
         "output_type": CheckName.OUTPUT_TYPE,
         "non_constant_output": CheckName.NON_CONSTANT_OUTPUT,
+        "buffer_updates": CheckName.BUFFER_UPDATES,
     },
 }
 TIMING_SLACK_FACTOR = 4.0
@@ -213,6 +214,9 @@ def _judge_checks(judge, fail, checks) -> None:
         n = sum(1 for e in judge.result.get("comparisons", []) if e["kind"] == "seed")
         checks.append(Check(CheckName.CORRECTNESS, True, f"{n} seeds match the reference"))
         checks.append(Check(CheckName.NON_CONSTANT_OUTPUT, True))
+        if names := judge.result.get("buffers_checked"):
+            detail = f"{', '.join(names)} updated as the reference's forward updates them"
+            checks.append(Check(CheckName.BUFFER_UPDATES, True, detail))
     if (
         any(e["kind"] == "timing" for e in judge.result.get("comparisons", []))
         and not seen_failure["timing"]

@@ -17,6 +17,7 @@ import torch
 from tools.dsl import LaunchCounter, get_adapter
 from tools.harness import guards
 from tools.harness import reference as ref
+from tools.harness.buffers import BufferState
 from tools.harness.config import PRECISIONS
 from tools.harness.exchange import as_output_list, read_message
 from tools.harness.memory import device_peak_bytes, release
@@ -74,23 +75,25 @@ def _run(spec: dict, checks: list[Check], report: dict) -> None:
     checks.append(Check(CheckName.COMPILE, True, "imported and constructed ModelNew"))
 
     recorder = guards.OpRecorder(counter)
+    buffers = BufferState(model, spec.get("updated_buffers") or [])
     with watch.stage("verify"):
-        verified = _verify(spec, model, adapter, counter, recorder, checks, report)
+        verified = _verify(spec, model, buffers, adapter, counter, recorder, checks, report)
     if verified and spec.get("profile"):
         with watch.stage("profile"):
             _profile(spec, model, adapter, counter, device, out_dir, report)
     report["peak_device_bytes"] = device_peak_bytes(device)
 
 
-def _verify(spec, model, adapter, counter, recorder, checks, report) -> bool:
-    """Run every seed under the guards and write the outputs, one seed alive at a time.
-    False when the outputs are unusable."""
+def _verify(spec, model, buffers, adapter, counter, recorder, checks, report) -> bool:
+    """Run every seed under the guards and write the outputs (and the buffers the reference's
+    forward updates), one seed alive at a time. False when the outputs are unusable."""
     device, out_dir = spec["device"], Path(spec["out_dir"])
     for seed in spec["seeds"]:
         with watch.stage("verify.load"):
             inputs = _inputs(spec, seed)
         before = guards.input_prints(inputs)
         launches_before = counter.count
+        buffers.restore(model)  # each seed's update starts from the state at construction
 
         def forward(inputs=inputs):
             with torch.no_grad(), recorder:
@@ -115,7 +118,11 @@ def _verify(spec, model, adapter, counter, recorder, checks, report) -> bool:
         ]
         with watch.stage("verify.save"):
             save_values(outputs, out_dir / f"outputs_{seed}.tf")
+            if buffers.initial:
+                save_values(buffers.current(model), out_dir / f"buffers_{seed}.tf")
         report["outputs"][str(seed)] = f"outputs_{seed}.tf"
+        if buffers.initial:
+            report.setdefault("buffers", {})[str(seed)] = f"buffers_{seed}.tf"
         del inputs, outputs
         release(device)
     report["ops"] = dict(recorder.ops)

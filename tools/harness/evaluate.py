@@ -252,7 +252,11 @@ def _evaluate(ev: Evaluation, store: ReferenceStore | None, entry: RefEntry, ada
         meta = {**meta, "reference_cached": True}
     ev.phases["parent.waiting_for_cleanup"] = round(JANITOR.wait(), 3)  # nothing freed while timed
     ev.phases["parent.before_go"] = round(time.monotonic() - ev.created, 3)
-    ev.go(cand_pending, {"training": meta.get("training", True)})
+    where["updated_buffers"] = meta.get("updated_buffers", [])  # for the judge's go, too
+    ev.go(
+        cand_pending,
+        {"training": meta.get("training", True), "updated_buffers": where["updated_buffers"]},
+    )
     cand = ev.finish(cand_pending)
     candidate_done = time.monotonic()
     baselines = _baselines_to_time(config, entry)
@@ -295,6 +299,7 @@ def _judge(ev: Evaluation, pending: PendingWorker, entry: RefEntry, report: dict
         "outputs": report["outputs"],
         "timing_output": report.get("timing_output"),
         "timing_output_seed": report.get("timing_output_seed"),
+        "buffers": report.get("buffers", {}),
         "baselines": baselines,
         **where,
     }

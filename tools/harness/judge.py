@@ -18,6 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from tools import roofline
 from tools.harness import reference as ref
+from tools.harness.buffers import BufferState
 from tools.harness.compare import (
     ArgReduction,
     Mismatch,
@@ -75,16 +76,21 @@ def run(spec: dict) -> dict:
         return {"aborted": True}
     spec.update(go)
     cand_dir = Path(spec["candidate_dir"])
+    initial = BufferState(model, spec.get("updated_buffers") or [])  # the model has not run yet
 
     results: list[dict[str, Any]] = []
     timing = cand_dir / spec["timing_output"] if spec.get("timing_output") else None
     timing_seed, timing_entry = spec.get("timing_output_seed"), None
     with watch.stage("compare"):
         for seed, filename in spec["outputs"].items():
+            initial.restore(model)  # outputs recomputed from the state every seed starts from
             with watch.stage("compare.load"):
                 expected = _expected(module, model, int(seed), spec)
-            results.append(_judge_one(module, model, int(seed), cand_dir / filename, spec,
-                                      "seed", expected))  # fmt: skip
+            entry = _judge_one(module, model, int(seed), cand_dir / filename, spec, "seed",
+                               expected)  # fmt: skip
+            if entry["passed"] and spec.get("updated_buffers"):
+                entry.update(_judge_buffers(module, model, initial, int(seed), cand_dir, spec))
+            results.append(entry)
             if timing is not None and int(seed) == timing_seed:  # its reference is loaded now
                 timing_entry = _judge_one(module, model, timing_seed, timing, spec, "timing",
                                           expected)  # fmt: skip
@@ -96,6 +102,8 @@ def run(spec: dict) -> dict:
         if timing_entry is not None:
             results.append(timing_entry)
     report: dict[str, Any] = {"comparisons": results}
+    if spec.get("updated_buffers"):
+        report["buffers_checked"] = spec["updated_buffers"]
     with watch.stage("baselines"):
         _baselines(report, spec, model, module, device, precision)
     report["env"] = collect_env(device, spec.get("dsl_version", ""))
@@ -130,6 +138,59 @@ def _expected(module, model, seed: int, spec: dict) -> list[torch.Tensor]:
         return list(load_values(Path(spec["expected_dir"]) / f"expected_{seed}.tf", spec["device"]))
     with torch.no_grad():
         return as_output_list(model(*_trusted_inputs(module, seed, spec)))
+
+
+def _judge_buffers(module, model, initial: BufferState, seed: int, cand_dir: Path,
+                   spec: dict) -> dict[str, Any]:  # fmt: skip
+    """The buffers the reference's forward updated for this seed, against the candidate's."""
+    precision = PRECISIONS[spec["precision"]]
+    with watch.stage("compare.load"):
+        expected = _expected_buffers(module, model, initial, seed, spec)
+    filename = (spec.get("buffers") or {}).get(str(seed))
+    try:
+        got = _named(load_values(cand_dir / filename, spec["device"])) if filename else {}
+    except Exception as exc:  # noqa: BLE001 - the file is the candidate's; anything may be wrong
+        return {"passed": False, "check": "output_type",
+                "message": f"the candidate's buffers cannot be read as tensors: {exc}"}  # fmt: skip
+    for name, want in expected:
+        if name not in got:
+            return {
+                "passed": False,
+                "check": "buffer_updates",
+                "message": f"the reference's forward updates its buffer `{name}` (as batch norm "
+                f"updates its running statistics in training mode); ModelNew has no buffer of "
+                f"that name. Keep the module that owns it, and update it as the reference does.",
+            }
+        mismatch = compare(got[name].to(want.device), want, precision.atol, precision.rtol)
+        if mismatch is not None:
+            return {
+                "passed": False,
+                **_mismatch_entry(mismatch, 0, False),
+                "check": "buffer_updates",
+                "message": f"buffer `{name}` after forward differs from the reference's "
+                f"(the update forward makes to it, e.g. running statistics): {mismatch.message}",
+            }
+    return {}
+
+
+def _expected_buffers(module, model, initial: BufferState, seed: int, spec: dict) -> list:
+    if spec.get("expected_dir"):
+        path = Path(spec["expected_dir"]) / f"expected_buffers_{seed}.tf"
+        return list(load_values(path, spec["device"])) if path.exists() else []  # none updated
+    initial.restore(model)
+    with torch.no_grad():
+        model(*_trusted_inputs(module, seed, spec))
+    return initial.changed(model)
+
+
+def _named(values: Any) -> dict[str, torch.Tensor]:
+    """A candidate's [[name, tensor], ...] list, checked item by item."""
+    named = {}
+    for item in values if isinstance(values, list) else []:
+        if isinstance(item, list) and len(item) == 2 and isinstance(item[0], str):
+            if type(item[1]) is torch.Tensor:
+                named[item[0]] = item[1]
+    return named
 
 
 def _judge_one(module, model, seed, path: Path, spec: dict, kind: str,

@@ -16,6 +16,7 @@ import torch
 
 from tools import roofline
 from tools.harness import reference as ref
+from tools.harness.buffers import BufferState
 from tools.harness.compare import compare, fingerprint, is_constant
 from tools.harness.config import PRECISIONS
 from tools.harness.exchange import as_output_list, read_message
@@ -85,6 +86,8 @@ class _ReferenceBuild:
         self.warnings: list[str] = []
         self.dtypes: set[str] = set()
         self.output_shapes: list[list[int]] = []
+        self.buffers = BufferState(model)  # forward's side effects start from here every seed
+        self.updated: set[str] = set()
 
     def seed(self, seed: int) -> None:
         first = not self.prints
@@ -95,7 +98,9 @@ class _ReferenceBuild:
         inputs = ref.device_inputs(made, self.device, self.precision)
         del made  # the device copy is the only one kept
         before = [fingerprint(x) if isinstance(x, torch.Tensor) else x for x in inputs]
+        self.buffers.restore(self.model)
         outputs = _forward(self.model, inputs, self.task, self.device)
+        updated = self.buffers.changed(self.model)
         after = [fingerprint(x) if isinstance(x, torch.Tensor) else x for x in inputs]
         self.mutates |= before != after
         self.aliases |= _aliases(outputs, inputs)
@@ -103,8 +108,11 @@ class _ReferenceBuild:
         if first:
             self._first_seed_checks(seed, outputs)
         self.prints.append([fingerprint(o) for o in outputs])
+        self.updated |= {name for name, _ in updated}
         if self.expected_dir is not None:
             save_values(outputs, self.expected_dir / f"expected_{seed}.tf")
+            if updated:
+                save_values(updated, self.expected_dir / f"expected_buffers_{seed}.tf")
         del outputs
         release(self.device)
 
@@ -115,6 +123,7 @@ class _ReferenceBuild:
             self.device,
             self.precision,
         )
+        self.buffers.restore(self.model)
         again = _forward(self.model, again_inputs, self.task, self.device)
         del again_inputs
         for first, second in zip(outputs, again, strict=True):
@@ -156,6 +165,7 @@ class _ReferenceBuild:
             "warnings": warnings,
             "dtypes": sorted(self.dtypes | input_dtypes),
             "output_shapes": self.output_shapes,
+            "updated_buffers": sorted(self.updated),
         }
 
 

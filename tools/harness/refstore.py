@@ -28,7 +28,7 @@ from tools.harness.config import HARNESS_VERSION, EvalConfig
 from tools.harness.exchange import read_json, write_json
 from tools.harness.machine import fingerprint
 
-STORE_VERSION = "1"
+STORE_VERSION = "2"  # 2: the buffers forward updates, per seed
 META = "meta.json"
 BASELINES = "baselines.json"
 

@@ -31,6 +31,7 @@ class CheckName:
     OUTPUT_TYPE = "output_type"  # rejected
     OUTPUT_SHAPE = "output_shape"  # incorrect
     CORRECTNESS = "correctness"  # incorrect
+    BUFFER_UPDATES = "buffer_updates"  # incorrect: buffers forward updates, e.g. running stats
     INPUTS_UNMODIFIED = "inputs_unmodified"  # rejected
     OUTPUT_NOT_ALIASED = "output_not_aliased"  # rejected
     NON_CONSTANT_OUTPUT = "non_constant_output"  # rejected
@@ -52,7 +53,7 @@ REJECTING_CHECKS = {
     CheckName.POST_TIMING_OUTPUT,
     CheckName.TIMING_CONSISTENT,
 }
-INCORRECT_CHECKS = {CheckName.CORRECTNESS, CheckName.OUTPUT_SHAPE}
+INCORRECT_CHECKS = {CheckName.CORRECTNESS, CheckName.OUTPUT_SHAPE, CheckName.BUFFER_UPDATES}
 
 
 @dataclass
