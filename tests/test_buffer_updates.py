@@ -6,7 +6,9 @@ without it."""
 from __future__ import annotations
 
 import pytest
+import torch
 
+from tools.harness.buffers import BufferState
 from tools.harness.cache import EvalCache
 from tools.harness.config import EvalConfig
 from tools.harness.evaluate import evaluate
@@ -53,3 +55,24 @@ def test_a_task_whose_forward_updates_nothing_has_no_buffer_check(cases, tmp_pat
     verdict = run(cases, tmp_path, "scale_add.py", "cpp_scale_add.py", True)
     assert verdict.passed, verdict.message
     assert not [c for c in verdict.checks if c.name == "buffer_updates"]
+
+
+def test_batch_norm_in_training_mode_updates_all_three_buffers_and_restore_undoes_it():
+    bn = torch.nn.BatchNorm2d(4).train()
+    state = BufferState(bn)
+    with torch.no_grad():
+        bn(torch.randn(2, 4, 3, 3))
+    changed = dict(state.changed(bn))
+    assert sorted(changed) == ["num_batches_tracked", "running_mean", "running_var"]
+    assert int(changed["num_batches_tracked"]) == 1
+    state.restore(bn)
+    assert state.changed(bn) == []  # every seed starts from the buffers as constructed
+    with torch.no_grad():
+        bn.eval()(torch.randn(2, 4, 3, 3))
+    assert state.changed(bn) == []  # eval mode updates nothing: no buffer check
+
+
+def test_a_buffer_holding_nan_is_unchanged_when_its_bytes_are():
+    module = torch.nn.Module()
+    module.register_buffer("mask", torch.tensor([float("nan"), 1.0]))
+    assert BufferState(module).changed(module) == []
