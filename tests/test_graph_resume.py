@@ -71,6 +71,7 @@ def test_sigkill_then_resume_loses_nothing_and_evaluates_nothing_twice(tmp_path:
     assert real and all(count == 1 for _, count in real), real
     assert agent.statuses(run_id)[0] == "incorrect"  # the first verdict survived the kill
     assert wait_until_gone(work) == []
+    assert [p.name for p in work.iterdir()] == []  # the killed run's folders were swept too
 
 
 @pytest.mark.slow

@@ -3,6 +3,10 @@ once every removal is done (freeing gigabytes of shared memory must not overlap 
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
 import threading
 
 from tools.harness import evaluate as evaluate_module
@@ -65,3 +69,36 @@ def test_the_next_candidate_runs_only_after_earlier_removals(cases, tmp_path, mo
     assert seen == [False]  # the earlier folder was gone before the candidate could run
     cleaner.wait()
     assert own and not any(folder.exists() for folder in own)  # its own folders went too
+
+
+def test_folders_of_dead_processes_of_this_host_are_swept(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELGRAPH_WORK_DIR", str(tmp_path))
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()  # its pid now names no process
+    host = socket.gethostname()
+    folders = {
+        "dead": tmp_path / f"kg-eval-{finished.pid}@{host}-abcd1234",
+        "alive": tmp_path / f"kg-warm-{os.getpid()}@{host}-abcd1234",
+        "other host": tmp_path / f"kg-eval-{finished.pid}@not-{host}-abcd1234",
+        "not ours": tmp_path / "kg-eval-results",
+    }
+    for folder in folders.values():
+        folder.mkdir()
+        (folder / "outputs_1.tf.p0").write_bytes(b"\0" * 4096)
+    cleaner = janitor.Janitor()
+    monkeypatch.setattr(janitor, "JANITOR", cleaner)
+    janitor.sweep_left_behind.cache_clear()
+    try:
+        assert janitor.sweep_left_behind() == 1
+        cleaner.wait()
+    finally:
+        janitor.sweep_left_behind.cache_clear()
+    assert [name for name, folder in folders.items() if not folder.exists()] == ["dead"]
+
+
+def test_an_evaluation_folder_names_its_owner(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELGRAPH_WORK_DIR", str(tmp_path))
+    folder = janitor.owned_folder("kg-eval-")
+    found = janitor.LEFT_BEHIND.match(folder.name)
+    assert found and int(found.group(1)) == os.getpid()
+    assert found.group(2) == socket.gethostname()

@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import functools
 import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -21,10 +20,10 @@ from tools.dsl import get_adapter
 from tools.harness.assemble import assemble, static_verdict
 from tools.harness.cache import EvalCache
 from tools.harness.config import EvalConfig, cache_key
-from tools.harness.exchange import read_json, work_root
+from tools.harness.exchange import read_json
 from tools.harness.extra_shapes import check_extra_shapes
 from tools.harness.infra import InfraFailure, check_worker, retried
-from tools.harness.janitor import JANITOR
+from tools.harness.janitor import JANITOR, owned_folder
 from tools.harness.memory import host_limit_bytes
 from tools.harness.reference import pool_seeds, reference_seeds, verification_seeds
 from tools.harness.refstore import RefEntry, ReferenceStore, ephemeral_entry, store_key
@@ -41,7 +40,7 @@ class Evaluation:
 
     def __init__(self, task: TaskSource, kernel: Path, config: EvalConfig) -> None:
         self.task, self.kernel, self.config = task, kernel, config
-        self.dir = Path(tempfile.mkdtemp(prefix="kg-eval-", dir=work_root()))
+        self.dir = owned_folder("kg-eval-")
         self.folders = [self.dir]  # removed at close: a warm worker's folder joins them
         self.phases: dict[str, float] = {}
         self.pending: list[PendingWorker] = []

@@ -14,14 +14,13 @@ from __future__ import annotations
 import atexit
 import contextlib
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.harness.exchange import work_root
+from tools.harness.janitor import owned_folder
 from tools.harness.workers import PendingWorker
 
 
@@ -83,7 +82,7 @@ class WarmPool:
         with self._lock:
             if not self.enabled or key in self._idle:
                 return
-        folder = Path(tempfile.mkdtemp(prefix="kg-warm-", dir=work_root()))
+        folder = owned_folder("kg-warm-")
         try:
             warm = WarmWorker(start(folder), folder, time.monotonic())
         except OSError:  # only a head start is lost: the next evaluation starts its own
