@@ -5,7 +5,8 @@ through a Triton copy kernel, under `--policy hybrid` (library GEMMs and convolu
 This measures the harness (memory, sandbox, time at full size), not kernel speed: a task whose
 forward needs more than library GEMMs and convolutions fails the policy check, and says so.
 One JSON line per task (evaluated or not and why, status, wall time, phases, peak host and
-device memory); tasks already in `--out` are skipped, so a run resumes:
+device memory); tasks already in `--out` (by folder and file name, wherever the run started)
+are skipped, so a run resumes:
 
     python benchmarks/harness_probe.py TASK.py... [--out FILE] [--timeout 300]
 """
@@ -73,7 +74,7 @@ def main() -> None:
     done = _done(ns.out)
     folder = Path(tempfile.mkdtemp(prefix="kg-probe-"))
     for task in ns.tasks:
-        if str(task) not in done:
+        if _problem(task) not in done:
             emit(_probe(task, probe_kernel(task, folder), config), ns.out)
 
 
@@ -82,7 +83,7 @@ def _probe(task: Path, kernel: Path, config) -> dict:
     from tools.harness.verdict import HarnessError, TaskError, UsageError
 
     start = time.monotonic()
-    record: dict = {"task": str(task)}
+    record: dict = {"task": str(task), "problem": _problem(task)}
     try:
         verdict = evaluate(task, kernel, config, use_cache=True)
     except (TaskError, UsageError, HarnessError) as exc:
@@ -107,10 +108,17 @@ def _probe(task: Path, kernel: Path, config) -> dict:
     }
 
 
+def _problem(task: Path) -> str:
+    """The task's folder and file name: "level1/87_conv_pointwise_2D.py"."""
+    task = Path(task).resolve()
+    return f"{task.parent.name}/{task.name}"
+
+
 def _done(out: Path | None) -> set[str]:
     if out is None or not out.exists():
         return set()
-    return {json.loads(line)["task"] for line in out.read_text().splitlines() if line.strip()}
+    records = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    return {record.get("problem") or _problem(Path(record["task"])) for record in records}
 
 
 if __name__ == "__main__":

@@ -53,5 +53,8 @@ def test_probe_evaluates_library_forwards_and_names_what_the_policy_refuses(
     (record,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert record["evaluated"] is evaluated and record["status"] == status
     assert says in record["message"]
-    subprocess.run(command, check=True, capture_output=True, timeout=300, cwd=tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    command[2] = "../task.py"  # the same task, named from another folder
+    subprocess.run(command, check=True, capture_output=True, timeout=300, cwd=elsewhere)
     assert len(out.read_text().splitlines()) == 1  # a task already in --out is skipped
