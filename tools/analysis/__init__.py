@@ -23,8 +23,8 @@ JSON-able dict, cached by (task hash, device, ANALYSIS_VERSION, torch version):
                    an unlabelled real tensor's item()]}, dtypes as {"dtype": name}, non-finite
                    floats as {"f": repr}), "outs": [{"shape", "dtype"} per tensor output],
                    optional "composite"/"composite_kind"/"group" (ran inside
-                   e.g. F.scaled_dot_product_attention), optional "state": true (in-place
-                   update of a parameter or buffer)}]
+                   e.g. F.scaled_dot_product_attention), optional "state": true and
+                   "target": its label (in-place update of a parameter or buffer)}]
                  Labels: "in:N", "param:NAME", "buffer:NAME", "op:K", "const".
     ops_total    how many ATen ops the forward ran (the list stops at trace.MAX_OPS)
     stages       [{"kind", "ops": [indices], "anchor", "prologue", "epilogue", "composite",
@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from typing import Any
 
-ANALYSIS_VERSION = "3"
+ANALYSIS_VERSION = "4"
 
 __all__ = ["ANALYSIS_VERSION", "analysis_cache_key", "analyze_task"]
 

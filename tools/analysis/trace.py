@@ -97,6 +97,7 @@ class OpRecorder(TorchDispatchMode):
         self.count = 0
         self.labels = WeakIdKeyDictionary()
         self.slots = WeakIdKeyDictionary()  # tensor -> output position of the op that made it
+        self.state_of = WeakIdKeyDictionary()  # parameter or buffer -> its label, once updated
         self.group: tuple[int, str, str] | None = None  # (id, function name, kind)
 
     def name(self, tensors: dict[str, torch.Tensor]) -> None:
@@ -137,8 +138,14 @@ class OpRecorder(TorchDispatchMode):
         }
         if self.group is not None:
             entry["group"], entry["composite"], entry["composite_kind"] = self.group
-        if op_table.is_inplace(str(func)) and reads and reads[0].startswith(("param:", "buffer:")):
-            entry["state"] = True  # e.g. BatchNorm's num_batches_tracked += 1
+        if op_table.is_inplace(str(func)) and reads:
+            # An update of module state (BatchNorm's num_batches_tracked += 1), also when an
+            # earlier in-place op already relabelled it (buf.mul_(0.9).add_(x)).
+            target = reads[0] if reads[0].startswith(("param:", "buffer:")) else None
+            target = target or self.state_of.get(tensors[0])
+            if target is not None:
+                entry["state"], entry["target"] = True, target
+                self.state_of[tensors[0]] = target
         self.ops.append(entry)
         for slot, tensor in enumerate(outputs):
             self.labels[tensor] = f"op:{index}"

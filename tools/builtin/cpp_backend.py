@@ -278,7 +278,7 @@ def _dynamic(kernel: FusedKernel | GemmKernel) -> set[str]:
         return cpp_emit.dynamic_outputs(kernel.stores)
     if isinstance(kernel, PoolKernel):
         return cpp_emit.dynamic_outputs(kernel.stores, {"arg"})
-    return cpp_emit.dynamic_outputs(kernel.stores, cpp_emit.arg_reduction_vars(kernel))
+    return cpp_emit.fused_dynamic(kernel)
 
 
 def _gemm_default(kernel: GemmKernel) -> dict[str, Any]:

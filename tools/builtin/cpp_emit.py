@@ -98,6 +98,11 @@ def dynamic_outputs(stores: list[Store], arg_vars: set[str] = frozenset()) -> se
     return {s.arg for s in stores if s.value.op in BOOL_OPS or _is_arg_value(s.value, arg_vars)}
 
 
+def fused_dynamic(kernel: FusedKernel) -> set[str]:
+    """A FusedKernel's outputs stored with a run-time dtype code."""
+    return dynamic_outputs(kernel.stores, arg_reduction_vars(kernel)) | kernel.integer_outputs
+
+
 def signature(kernel, dynamic: set[str], params: list[str]) -> str:
     args = [f"const float* __restrict {name}" for name in kernel.inputs]
     for name in kernel.outputs:
@@ -178,14 +183,14 @@ def broadcast_rows(kernel: FusedKernel) -> FusedKernel | None:
         return None
     stores = [Store(s.arg, s.value, "full") for s in kernel.stores]
     return FusedKernel(kernel.name, n // length, length, 1, kernel.inputs, kernel.outputs, [],
-                       stores, kernel.kind)  # fmt: skip
+                       stores, kernel.kind, kernel.integer_outputs)  # fmt: skip
 
 
 def pointwise_source(kernel: FusedKernel) -> str:
     """One flat `parallel for simd` loop over the elements."""
     n = kernel.numel
     ix = index_type(kernel, {"idx": n}, [s.value for s in kernel.stores])
-    dynamic = dynamic_outputs(kernel.stores)
+    dynamic = fused_dynamic(kernel)
     body = print_stores(Printer(CppSyntax()), kernel.stores, "idx", dynamic)
     pragma = "#pragma omp parallel for simd num_threads(nt) if (nt > 1) schedule(static)"
     lines = [

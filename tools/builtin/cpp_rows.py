@@ -19,8 +19,7 @@ from tools.builtin.cpp_emit import (
     MAX_WIDTH,
     MIN_ROW,
     CppSyntax,
-    arg_reduction_vars,
-    dynamic_outputs,
+    fused_dynamic,
     indent,
     index_type,
     loop,
@@ -145,7 +144,7 @@ class RowKernel:
         limits = {"idx": kernel.numel, "k": kernel.rows, "r": kernel.rlen, "rb": kernel.rlen,
                   "rr": kernel.rlen}  # fmt: skip
         self.ix = index_type(kernel, limits, _exprs(kernel))
-        self.dynamic = dynamic_outputs(kernel.stores, arg_reduction_vars(kernel))
+        self.dynamic = fused_dynamic(kernel)
         self.at = "[ii]" if self.strided else ""
         self.syntax, self.hoist = CppSyntax(), Hoister()
         self.names: dict[str, str] = {}

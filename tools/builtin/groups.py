@@ -116,6 +116,9 @@ class _RowArgs:
     def full(self, i: int, shape: list[int], place: list[int] | None = None) -> Expr:
         return as_expr(self.b.operand(self.values[i], shape, "full", place))
 
+    def row(self, i: int, shape: list[int]) -> Expr:
+        return as_expr(self.b.operand(self.values[i], shape, "row"))
+
     def present(self, i: int) -> bool:
         return len(self.values) > i and isinstance(self.values[i], dict) and "t" in self.values[i]
 
@@ -132,6 +135,9 @@ class _Probe:
         return const(0.0)
 
     def full(self, i, shape, place=None) -> Expr:
+        return const(0.0)
+
+    def row(self, i, shape) -> Expr:
         return const(0.0)
 
     def present(self, i: int) -> bool:
@@ -154,11 +160,10 @@ class GroupBuilder:
         if op_name(first) in GEMMS:
             shape = first["outs"][0]["shape"]
             return Space(numel(shape[:-1]), 1, shape[-1])
-        for i in self.members:
+        for i in self.members:  # the first op that reduces sets the rows
             op = self.ctx.ops[i]
             key = row_key(op_name(op), op["overload"])
-            if key is not None:
-                lowering = ROW_OPS[key](_Probe(op))
+            if key is not None and (lowering := ROW_OPS[key](_Probe(op))).reduce_dims:
                 return collapse(lowering.space, lowering.reduce_dims)
         biggest = max(numel(self.ctx.ops[i]["outs"][0]["shape"]) for i in self.members)
         return Space(biggest, 1, 1)
@@ -312,7 +317,7 @@ class GroupBuilder:
     # ------------------------------------------------------------ result
 
     def finish(self, kind: str) -> GroupResult:
-        stores, outputs = [], []
+        stores, outputs, integers = [], [], set()
         for (label, slot), held in self.env.items():
             index = int(label[3:])
             if not self.ctx.needed_outside((label, slot), self.member_set):
@@ -320,6 +325,8 @@ class GroupBuilder:
             arg = f"out{len(outputs)}"
             dtype = self.ctx.out_dtype(index, slot)
             outputs.append(((label, slot), held.shape, dtype))
+            if not dtype.startswith(("float", "bfloat")):
+                integers.add(arg)
             space = "row" if held.space == "row" else "full"
             stores.append(Store(arg, held.expr, space))
         if not stores:
@@ -335,6 +342,7 @@ class GroupBuilder:
             kernel = pool_kernel(self.name, spec, x, source, shape, stores, inputs, names)
         else:
             kernel = self._fused_kernel(stores, inputs, names, kind)
+            kernel.integer_outputs = frozenset(integers)
         return GroupResult(kernel, list(self.inputs), outputs)
 
     def _fused_kernel(self, stores, inputs, names, kind) -> FusedKernel:

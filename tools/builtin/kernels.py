@@ -41,6 +41,7 @@ class FusedKernel:
     reductions: list[Reduction] = field(default_factory=list)
     stores: list[Store] = field(default_factory=list)
     kind: str = "pointwise"  # pointwise | reduction | softmax | norm: what the sketch calls it
+    integer_outputs: frozenset[str] = frozenset()  # e.g. a step counter: not stored as a float
 
     @property
     def rows(self) -> int:

@@ -159,6 +159,8 @@ def _step_lines(step: Step, backend, config: dict, device: str) -> list[str]:
         ]
     if step.kind == "library":
         return [f"{', '.join(step.outs)} = {step.op}({step.args})"]
+    if step.kind == "copy":  # module state that forward updates
+        return [f"{step.op}.copy_({step.args})"]
     lines = []
     for var, (shape, dtype) in zip(step.outs, step.out_shapes, strict=True):
         lines.append(f"{var} = torch.empty({tuple(shape)}, device={device}, dtype=torch.{dtype})")

@@ -22,6 +22,7 @@ from tools.builtin.lowering import POINTWISE as POINTWISE_OPS
 from tools.builtin.pooling import PoolKernel, pool_key
 from tools.builtin.reductions import row_key
 from tools.builtin.scans import SCAN_OPS, fuse_scan
+from tools.builtin.updates import prepare_ops
 from tools.builtin.values import (
     DROPPED_KWARGS,
     Value,
@@ -38,9 +39,9 @@ CONSTANTS = "only a one-element constant made from a number, read by a pointwise
 
 @dataclass
 class Step:
-    kind: str  # "view" | "library" | "launch" | "scratch" (filled with args)
+    kind: str  # "view" | "library" | "launch" | "scratch" (filled with args) | "copy"
     outs: list[str]
-    op: str = ""  # "aten.view.default" for views and library calls
+    op: str = ""  # "aten.view.default" for views and library calls; copy: the destination
     args: str = ""  # Python source of the arguments
     kernel: FusedKernel | GemmKernel | PoolKernel | None = None
     inputs: list[str] = field(default_factory=list)
@@ -77,7 +78,8 @@ def writable(op: dict[str, Any]) -> bool:
 class ProgramBuilder:
     def __init__(self, analysis: dict[str, Any], policy: str, precision_dtype: str | None):
         self.analysis, self.policy, self.precision = analysis, policy, precision_dtype
-        self.ops: list[dict[str, Any]] = analysis.get("ops") or []
+        self.updates = prepare_ops(analysis.get("ops") or [])
+        self.ops: list[dict[str, Any]] = self.updates.ops
         self.values: dict[tuple[str, int], Value] = {}
         self.steps: list[Step] = []
         self.hybrid_ops: list[str] = []
@@ -109,7 +111,7 @@ class ProgramBuilder:
                 readers.setdefault(key, set()).add(i)
         self.model_outputs = {
             self.chain(o["ref"])[0] for o in self.analysis.get("outputs") or [] if "ref" in o
-        }
+        } | set(self.updates.write_backs)  # written back into module state: needed like outputs
         return readers
 
     def needed_outside(self, key: tuple[str, int], members: set[int]) -> bool:
@@ -177,6 +179,11 @@ class ProgramBuilder:
         members = [i for i in members if not self.ops[i].get("state")]
         pending: list[int] = []
         for i in members:
+            for first in self.ops[i].get("before") or []:  # batch norm's statistics
+                if pending:
+                    self._group(pending, stage["kind"])
+                    pending = []
+                self._group([first], self.ops[first]["kind"])
             if writable(self.ops[i]):
                 if pending and (op_name(self.ops[i]) in GEMMS or pool_key(op_name(self.ops[i]))):
                     self._group(pending, stage["kind"])
@@ -267,9 +274,24 @@ class ProgramBuilder:
         self.steps.append(Step("library", outs, function, ", ".join(parts)))
         self.hybrid_ops.append(op["op"])
 
+    def _write_back(self) -> None:
+        """Updates of module state: each target's chain of updates as one group, then a copy of
+        each final value into its parameter or buffer."""
+        chains: dict[str, list[int]] = {}
+        for i in self.updates.state_ops:
+            if not writable(self.ops[i]):
+                raise Unsupported(self.ops[i]["op"] + "_", "an update of module state")
+            chains.setdefault(self.ops[i]["target"], []).append(i)
+        for members in chains.values():
+            self._group(members, POINTWISE)
+        for key, target in self.updates.write_backs.items():
+            destination = attribute(target.split(":", 1)[1])
+            self.steps.append(Step("copy", [], destination, self.values[key].var))
+
     def build(self) -> Program:
         for stage in self.analysis.get("stages") or []:
             self.add_stage(stage)
+        self._write_back()
         outputs = []
         for out in self.analysis.get("outputs") or []:
             if "ref" not in out:

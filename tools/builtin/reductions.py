@@ -27,6 +27,8 @@ class RowArgs(Protocol):
 
     def full(self, i: int, shape: list[int], place: list[int] | None = None) -> Expr: ...
 
+    def row(self, i: int, shape: list[int]) -> Expr: ...  # argument i, one value per row
+
     def present(self, i: int) -> bool: ...
 
 
@@ -243,44 +245,71 @@ def _group_norm(a: RowArgs) -> RowLowering:
     return RowLowering(space, [2], [out, mean, rstd])
 
 
-def _batch_norm(a: RowArgs, training: bool, weight: int, bias: int, stats: int, eps: Any):
+def _per_channel(a: RowArgs) -> list[int]:
     shape = list(a.in_shape)
-    per_channel = [math.prod(shape[:1]), shape[1], math.prod(shape[2:])]
-    x = a.x()
-    if training:
-        dims = [0] + list(range(2, len(shape)))
-        mean, squares = _moments(a, dims)
-        rstd = call("rsqrt", call("add", call("div", squares, const(float(_count(a, dims)))),
-                                  const(float(eps))))  # fmt: skip
-        space, reduce_dims = shape, dims
-    else:
-        mean = a.full(stats, per_channel, place=[1])
-        rstd = call("rsqrt", call("add", a.full(stats + 1, per_channel, place=[1]),
-                                  const(float(eps))))  # fmt: skip
-        space, reduce_dims = shape, []
-    out = call("mul", call("sub", x, mean), rstd)
+    return [math.prod(shape[:1]), shape[1], math.prod(shape[2:])]
+
+
+def _normalise(a: RowArgs, mean: Expr, rstd: Expr, weight: int, bias: int) -> Expr:
+    out = call("mul", call("sub", a.x(), mean), rstd)
     if a.present(weight):
-        out = call("mul", out, a.full(weight, per_channel, place=[1]))
+        out = call("mul", out, a.full(weight, _per_channel(a), place=[1]))
     if a.present(bias):
-        out = call("add", out, a.full(bias, per_channel, place=[1]))
-    outs = [out, mean, rstd] if training else [out, None, None]
-    return RowLowering(space, reduce_dims, outs)
+        out = call("add", out, a.full(bias, _per_channel(a), place=[1]))
+    return out
+
+
+def _batch_norm_eval(a: RowArgs, eps: Any) -> RowLowering:
+    mean = a.full(3, _per_channel(a), place=[1])
+    variance = a.full(4, _per_channel(a), place=[1])
+    rstd = call("rsqrt", call("add", variance, const(float(eps))))
+    return RowLowering(list(a.in_shape), [], [_normalise(a, mean, rstd, 1, 2), None, None])
+
+
+ROW_OPS["_native_batch_norm_legit_no_training"] = lambda a: _batch_norm_eval(a, a.values[6])
 
 
 @_register("native_batch_norm", "_native_batch_norm_legit")
 def _native_batch_norm(a: RowArgs) -> RowLowering:
-    training = bool(a.values[5])
-    if training and a.present(3):
-        raise Unsupported(
-            "aten.native_batch_norm in training mode with running statistics",
-            "it also updates the module's running mean and variance",
-        )
-    return _batch_norm(a, training, 1, 2, 3, a.values[7])
+    if a.values[5]:
+        raise Unsupported("aten.native_batch_norm in training mode",
+                          "the program splits it into batch_norm_stats and batch_norm_apply")  # fmt: skip
+    return _batch_norm_eval(a, a.values[7])
 
 
-@_register("_native_batch_norm_legit_no_training")
-def _batch_norm_eval(a: RowArgs) -> RowLowering:
-    return _batch_norm(a, False, 1, 2, 3, a.values[6])
+# Batch norm in training mode is two kernels (tools/builtin/program.py splits the op): the
+# statistics per channel, reduced over every other dim (not adjacent in NCHW, so the kernel
+# walks a permuted [C, N, ...] space), then the normalisation, a pointwise op that fuses with
+# what follows. Arguments: (input, weight, bias, running_mean, running_var, momentum, eps);
+# outputs: mean, rstd, and the new running mean and variance when the module keeps them.
+@_register("batch_norm_stats")
+def _batch_norm_stats(a: RowArgs) -> RowLowering:
+    shape = list(a.in_shape)
+    permuted = [shape[1], shape[0], *shape[2:]]
+    channels = _Permuted(a, permuted, [1, 0, *range(2, len(shape))])
+    dims = list(range(1, len(shape)))
+    mean, squares = _moments(channels, dims)
+    count = float(_count(channels, dims))
+    rstd = call("rsqrt", call("add", call("div", squares, const(count)), const(float(a.values[6]))))
+    outputs = [mean, rstd]
+    if a.present(3):
+        momentum = float(a.values[5])
+        unbiased = call("div", squares, const(max(count - 1.0, 1.0)))
+
+        def update(i: int, batch: Expr) -> Expr:
+            kept = call("mul", a.row(i, [shape[1]]), const(1.0 - momentum))
+            return call("add", kept, call("mul", batch, const(momentum)))
+
+        outputs += [update(3, mean), update(4, unbiased)]
+    return RowLowering(permuted, dims, outputs)
+
+
+@_register("batch_norm_apply")
+def _batch_norm_apply(a: RowArgs) -> RowLowering:
+    """(input, weight, bias, mean, rstd): the normalisation with the statistics of the batch."""
+    mean = a.full(3, _per_channel(a), place=[1])
+    rstd = a.full(4, _per_channel(a), place=[1])
+    return RowLowering(list(a.in_shape), [], [_normalise(a, mean, rstd, 1, 2)])
 
 
 class _Reshaped:
@@ -293,11 +322,25 @@ class _Reshaped:
     def x(self) -> Expr:
         return self.inner.x()
 
+    def row(self, i: int, shape: list[int]) -> Expr:
+        return self.inner.row(i, shape)
+
     def full(self, i: int, shape: list[int], place: list[int] | None = None) -> Expr:
         return self.inner.full(i, shape, place)
 
     def present(self, i: int) -> bool:
         return self.inner.present(i)
+
+
+class _Permuted(_Reshaped):
+    """A RowArgs whose input is seen with its dims permuted: input dim d is dim place[d]."""
+
+    def __init__(self, inner: RowArgs, shape: list[int], place: list[int]) -> None:
+        super().__init__(inner, shape)
+        self.place = place
+
+    def x(self) -> Expr:
+        return self.inner.full(0, self.in_shape, self.place)
 
 
 def row_key(name: str, overload: str) -> str | None:

@@ -1,0 +1,113 @@
+"""Module state that forward updates: batch norm's running statistics and in-place updates of
+buffers (`num_batches_tracked += 1`, `buf.mul_(0.9).add_(x.mean(0))`).
+
+The harness checks such updates (tools/harness/buffers.py), so the builtin writes them: each
+update is computed out of place like any other value, and the program copies the last value of
+each updated parameter or buffer back into it (a `copy_`, which moves memory and computes
+nothing). `prepare_ops` rewrites the traced op list before the program groups it:
+
+- batch norm in training mode becomes `batch_norm_stats` (an op appended to the list, a
+  reduction per channel whose outputs include the new running mean and variance) and, in the
+  op's own place, `batch_norm_apply` (pointwise, so it fuses with what follows);
+- an in-place update of module state becomes its out-of-place op.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from tools.builtin.errors import Unsupported
+
+# Batch norm's ops: (index of `training`, of `momentum`, of `eps`, running stats kept).
+BATCH_NORMS = {
+    "aten.native_batch_norm.default": (5, 6, 7, True),
+    "aten._native_batch_norm_legit.default": (5, 6, 7, True),
+    "aten._native_batch_norm_legit.no_stats": (3, 4, 5, False),
+}
+
+
+@dataclass
+class Prepared:
+    ops: list[dict[str, Any]]
+    write_backs: dict[tuple[str, int], str] = field(default_factory=dict)  # value -> state label
+    state_ops: list[int] = field(default_factory=list)  # updates, in trace order
+    updated_at: dict[str, int] = field(default_factory=dict)  # state label -> first update
+
+
+def prepare_ops(ops: list[dict[str, Any]]) -> Prepared:
+    prepared = Prepared([copy.deepcopy(op) for op in ops])
+    for i, op in enumerate(ops):
+        layout = BATCH_NORMS.get(f"{op['op']}.{op['overload']}")
+        if layout is not None and op["argv"][layout[0]]:
+            _split_batch_norm(prepared, i, layout)
+    last: dict[str, int] = {}
+    for i, op in enumerate(prepared.ops):
+        if op.get("state"):
+            if not op["op"].endswith("_"):
+                raise Unsupported(op["op"], "an update of module state that is not an in-place op")
+            op["op"] = op["op"][:-1]
+            prepared.state_ops.append(i)
+            last[op["target"]] = i
+            prepared.updated_at.setdefault(op["target"], i)
+    for target, i in last.items():
+        if target in prepared.write_backs.values():
+            raise Unsupported(f"{target.split(':', 1)[1]} updated twice in one forward")
+        prepared.write_backs[(f"op:{i}", 0)] = target
+    _check_no_stale_reads(prepared, len(ops))
+    return prepared
+
+
+def _split_batch_norm(prepared: Prepared, i: int, layout: tuple[int, int, int, bool]) -> None:
+    op = prepared.ops[i]
+    _, momentum, eps, has_stats = layout
+    argv = op["argv"]
+    running = argv[3:5] if has_stats else [None, None]
+    channels = op["arg_shapes"][0][1]
+    stats_index = len(prepared.ops)
+    row = {"shape": [channels], "dtype": op["outs"][0]["dtype"]}
+    tracked = has_stats and all(isinstance(r, dict) and "t" in r for r in running)
+    stats = {
+        **op,
+        "op": "aten.batch_norm_stats",
+        "overload": "default",
+        "argv": [*argv[:3], *running, argv[momentum], argv[eps]],
+        "kwargv": {},
+        "outs": [row] * (4 if tracked else 2),
+    }
+    prepared.ops.append(stats)
+    mean, rstd = ({"t": f"op:{stats_index}", "o": slot} for slot in (0, 1))
+    prepared.ops[i] = {
+        **op,
+        "op": "aten.batch_norm_apply",
+        "overload": "default",
+        "argv": [*argv[:3], mean, rstd],
+        "kwargv": {},
+        "outs": op["outs"][:1],
+        "before": [stats_index],
+    }
+    if tracked:
+        for slot, ref in ((2, running[0]), (3, running[1])):
+            if ref["t"] in prepared.updated_at or not ref["t"].startswith("buffer:"):
+                raise Unsupported("batch norm whose running statistics are not its own buffers")
+            prepared.write_backs[(f"op:{stats_index}", slot)] = ref["t"]
+            prepared.updated_at[ref["t"]] = i
+
+
+def _check_no_stale_reads(prepared: Prepared, traced: int) -> None:
+    """Nothing may read a parameter or buffer after forward updated it, nor the result of an
+    in-place update: the program reads module state as it was when forward began and writes it
+    back when forward ends."""
+    updates = {f"op:{i}": prepared.ops[i]["target"] for i in prepared.state_ops}
+    for i, op in enumerate(prepared.ops[:traced]):
+        if op.get("state"):
+            continue
+        for label in op.get("reads") or []:
+            if i > prepared.updated_at.get(label, i) or label in updates:
+                name = updates.get(label, label).split(":", 1)[1]
+                raise Unsupported(
+                    f"{op['op']} reading `{name}` after forward updated it",
+                    "the builtin reads module state as it was when forward began (batch norm "
+                    "with momentum=None reads its step counter this way)",
+                )
