@@ -110,7 +110,7 @@ def test_speed_of_light_memory_bound():
 @pytest.mark.parametrize(
     "dtype, tf32, peak",
     [
-        (torch.float32, False, 67e12),
+        (torch.float32, False, 494.5e12 / 3),  # fp32-accurate on tensor cores: tf32x3
         ("float32", True, 494.5e12),
         (torch.bfloat16, False, 989e12),
         ("float16", False, 989e12),

@@ -286,6 +286,11 @@ def speed_of_light(
         return result | {"reason": "no peak numbers for this device"}
     cls = result["dtype_class"]
     peak = peaks.flops.get(cls)
+    tensor_core_fp32 = peaks.flops.get("tf32", 0) / 3
+    if cls == "fp32" and peak is not None and tensor_core_fp32 > peak:
+        # fp32-accurate products also run as three TF32 tensor-core products (tf32x3)
+        peak = tensor_core_fp32
+        result["note"] = "fp32 at a third of the TF32 tensor-core rate (tf32x3), above the FMA rate"
     if peak is None:  # e.g. bf16 on V100: the fp32 rate, an optimistic bound, said so
         cls, peak = "fp32", peaks.flops.get("fp32")
         result["note"] = f"no {result['dtype_class']} peak for {peaks.name}; used the fp32 peak"

@@ -60,7 +60,8 @@ class BuiltinModel:
             and context["precision"] == "fp32"
         ):
             risks.append(
-                "fp32 GEMM without TF32 (the fp32 tolerance) runs on FMA units, not tensor cores"
+                "fp32 GEMM as three TF32 tensor-core products (tf32x3): if a shape misses the "
+                "fp32 tolerance, IEEE FMAs (several times slower) are the next config"
             )
         if any(
             isinstance(k, FusedKernel) and k.rows < 64 and k.rlen > 65536

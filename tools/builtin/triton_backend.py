@@ -18,6 +18,9 @@ SMS = 132  # streaming multiprocessors of an H100 SXM: "too few programs" is rel
 MAX_PERSISTENT_R = 32768  # longer rows loop: softmax's max and sum online, in one pass
 INTERPRETER_BLOCK = 1 << 16
 STRIDED_TILE = 16384  # elements of a strided persistent tile (BLOCK_K x BLOCK_R), H100 sweep
+# fp32 products: three TF32 tensor-core products per fp32 one (fp32-accurate, several times
+# the FMA rate) first; IEEE FMAs are the fallback the refine and retry edges reach next.
+FP32_DOTS = ("tf32x3", "ieee")
 
 
 def next_pow2(n: int) -> int:
@@ -91,13 +94,14 @@ class TritonBackend:
         return {"BLOCK_K": block_k, "BLOCK_R": block_r, "num_warps": _warps(block_k * block_r)}
 
     def _gemm_default(self, kernel: GemmKernel) -> dict[str, Any]:
+        dot = {"DOT": FP32_DOTS[0]} if self.precision == "fp32" else {}
         if not self.gpu:
             return {"BLOCK_M": min(next_pow2(kernel.m), 64), "BLOCK_N": min(next_pow2(kernel.n), 64),
-                    "BLOCK_K": min(next_pow2(kernel.k), 64), "GROUP_M": 8, "num_warps": 1,
+                    "BLOCK_K": min(next_pow2(kernel.k), 64), "GROUP_M": 8, **dot, "num_warps": 1,
                     "num_stages": 1}  # fmt: skip
         wide = self.precision in ("fp16", "bf16")
         return {"BLOCK_M": 128, "BLOCK_N": 256 if wide else 128, "BLOCK_K": 64 if wide else 32,
-                "GROUP_M": 8, "num_warps": 8, "num_stages": 3}  # fmt: skip
+                "GROUP_M": 8, **dot, "num_warps": 8, "num_stages": 3}  # fmt: skip
 
     def tunables(self, kernel: FusedKernel | GemmKernel) -> dict[str, list[Any]]:
         """Values the refine edge may try, per parameter (empty under the interpreter)."""
@@ -110,7 +114,8 @@ class TritonBackend:
         if isinstance(kernel, PartialReduction):
             return {"BLOCK_R": [2048, 4096, 8192], "num_warps": [4, 8, 16]}
         if isinstance(kernel, GemmKernel):
-            return {"BLOCK_M": [64, 128], "BLOCK_N": [64, 128, 256], "BLOCK_K": [32, 64],
+            dot = {"DOT": list(FP32_DOTS)} if self.precision == "fp32" else {}
+            return {**dot, "BLOCK_M": [64, 128], "BLOCK_N": [64, 128, 256], "BLOCK_K": [32, 64],
                     "num_warps": [4, 8], "num_stages": [3, 4, 5]}  # fmt: skip
         if kernel.is_pointwise():
             return {"BLOCK": [512, 1024, 2048, 4096], "num_warps": [2, 4, 8]}
@@ -136,7 +141,7 @@ class TritonBackend:
         if isinstance(kernel, PartialReduction):
             return triton_emit.partial_source(kernel, self.gpu)
         if isinstance(kernel, GemmKernel):
-            input_precision = {"fp32": "ieee", "tf32": "tf32"}.get(self.precision)
+            input_precision = {"fp32": "DOT", "tf32": '"tf32"'}.get(self.precision)
             return triton_emit.gemm_source(kernel, self.gpu, input_precision)
         if kernel.is_pointwise():
             return triton_emit.pointwise_source(kernel, self.gpu)

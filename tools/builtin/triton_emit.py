@@ -297,6 +297,8 @@ def partial_source(kernel: PartialReduction, gpu: bool) -> str:
 
 
 def gemm_source(kernel: GemmKernel, gpu: bool, input_precision: str | None) -> str:
+    """`input_precision`: Python source for tl.dot's argument ('"tf32"', or "DOT" for the
+    constexpr tuning parameter), None for the dtype's default."""
     a, b = kernel.a, kernel.b
     printer = Printer(TritonSyntax(gpu))
     body = [
@@ -324,7 +326,7 @@ def gemm_source(kernel: GemmKernel, gpu: bool, input_precision: str | None) -> s
         "    a = tl.load(a_ptr, mask=kmask[None, :], other=0.0)",
         "    b = tl.load(b_ptr, mask=kmask[:, None], other=0.0)",
         "    acc = tl.dot(a, b, acc"
-        + (f', input_precision="{input_precision}")' if input_precision else ")"),
+        + (f", input_precision={input_precision})" if input_precision else ")"),
         f"    a_ptr += BLOCK_K * {a.strides[2]}",
         f"    b_ptr += BLOCK_K * {b.strides[1]}",
         f"idx = (bid * {kernel.m} + rm[:, None]) * {kernel.n} + rn[None, :]",
@@ -338,4 +340,6 @@ def gemm_source(kernel: GemmKernel, gpu: bool, input_precision: str | None) -> s
         value = printer.value(store.value)
         body += printer.take() + [f"tl.store({store.arg} + idx, {value}, mask=mask)"]
     constexprs = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"]
+    if input_precision == "DOT":  # a tuning parameter: "tf32x3" or "ieee"
+        constexprs.append("DOT")
     return "\n".join([_signature(kernel, constexprs), *_indent(body)])
