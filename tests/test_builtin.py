@@ -157,14 +157,6 @@ def test_conv_is_kept_as_a_library_call_under_hybrid_with_the_rest_fused(tmp_pat
     assert verdict.passed, verdict.message
 
 
-def test_conv_under_strict_names_the_op_and_the_way_out(tmp_path):
-    task = task_file(tmp_path, *CONV[:2], params=CONV[2])
-    with pytest.raises(Unsupported) as info:
-        generate(task, tmp_path)
-    message = str(info.value)
-    assert "aten.convolution" in message and "--policy hybrid" in message and "--model" in message
-
-
 def test_a_forward_that_is_only_a_library_call_is_not_a_kernel_under_hybrid(tmp_path):
     task = task_file(tmp_path, "self.conv(x)", CONV[1], params="self.conv = nn.Conv2d(3, 4, 3)")
     with pytest.raises(Unsupported, match="aten.convolution") as info:

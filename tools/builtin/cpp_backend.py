@@ -15,7 +15,7 @@ from typing import Any
 
 from tools.builtin import cpp_emit, cpp_gemm, cpp_pool, cpp_rows, cpp_scan
 from tools.builtin.errors import Unsupported
-from tools.builtin.kernels import FusedKernel, GemmKernel
+from tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction
 from tools.builtin.pooling import PoolKernel
 from tools.builtin.scans import ScanKernel
 from tools.dsl.cpp_bindings import OPT_FLAGS, extension_name, pybind_module
@@ -156,6 +156,7 @@ def _thread_choices() -> list[int]:
 class CppBackend:
     dsl = "cpp"
     prelude = PRELUDE
+    kernel_kinds = (FusedKernel, GemmKernel, PartialReduction, PoolKernel, ScanKernel)
 
     def __init__(self, device: str, precision: str) -> None:
         if precision not in ("fp32", "tf32"):

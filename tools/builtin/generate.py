@@ -46,6 +46,10 @@ class Generator:
             raise Unsupported(f"the {dsl} DSL", f"the builtin writes {known}")
         self.backend = BACKENDS[dsl](device, precision)
         self.program: Program = build_program(analysis, policy, PRECISION_DTYPES.get(precision))
+        for kernel in self.program.kernels:
+            if not isinstance(kernel, self.backend.kernel_kinds):
+                raise Unsupported(f"a {kernel.kind} kernel in {dsl}",
+                                  f"the builtin's {dsl} backend has none", hybrid_ok=True)  # fmt: skip
         if hasattr(self.backend, "split_rows"):
             self.program = split_program(
                 self.program, self.backend.split_k, self.backend.split_rows

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tools.builtin.conv import CONVOLUTIONS, conv_kernel, conv_spec
 from tools.builtin.errors import FusionError, Unsupported
 from tools.builtin.expr import (
     Expr,
@@ -236,6 +237,8 @@ class GroupBuilder:
         key = row_key(name, op["overload"])
         if name in GEMMS:
             self._gemm(index, op, name)
+        elif name in CONVOLUTIONS:
+            self._conv(index, op)
         elif name in GATHERS or name in CONCATS:
             self._gather(index, op, name)
         elif pool_key(name) is not None:
@@ -292,6 +295,18 @@ class GroupBuilder:
             self.env[(f"op:{index}", slot)] = InGroup(var(("acc", "arg")[slot]), "acc",
                                                       out["shape"])  # fmt: skip
 
+    def _conv(self, index: int, op: dict) -> None:
+        """A convolution anchors its kernel, like a GEMM: var("acc") is its value, bias added."""
+        shape = op["outs"][0]["shape"]
+        if index != self.members[0] or self.space.full != numel(shape):
+            raise FusionError("a convolution inside a fused kernel")
+        x, w = (self.ctx.external(ref) for ref in op["argv"][:2])
+        self.conv = (conv_spec(op), x, w, (self._arg(x), self._arg(w)), shape)
+        acc: Expr = var("acc")
+        if isinstance(op["argv"][2], dict):
+            acc = call("add", acc, as_expr(self.operand(op["argv"][2], shape, "full", [1])))
+        self.env[(f"op:{index}", 0)] = InGroup(acc, "acc", shape)
+
     def _gemm(self, index: int, op: dict, name: str) -> None:
         if index != self.members[0]:
             raise FusionError("a matrix product inside a fused kernel")
@@ -335,6 +350,11 @@ class GroupBuilder:
         inputs = [self.arg_names[v.var] for v in self.inputs]
         if hasattr(self, "gemm"):
             kernel = self._gemm_kernel(stores, inputs, names)
+        elif hasattr(self, "conv"):
+            if any(node.op == "reduce" for s in stores for node in walk(s.value)):
+                raise FusionError("a reduction after a convolution")
+            spec, x, w, args, shape = self.conv
+            kernel = conv_kernel(self.name, spec, x, w, args, shape, stores, inputs, names)
         elif hasattr(self, "pool"):
             if any(node.op == "reduce" for s in stores for node in walk(s.value)):
                 raise FusionError("a reduction after a pool")

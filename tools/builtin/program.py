@@ -13,6 +13,7 @@ from typing import Any
 
 from tools.analysis.ops import ALLOC, NO_COMPUTE, POINTWISE, VIEW
 from tools.builtin import indexed, losses  # noqa: F401  (they register their lowerings)
+from tools.builtin.conv import CONVOLUTIONS
 from tools.builtin.errors import FusionError, Unsupported
 from tools.builtin.gathers import CONCATS, GATHERS
 from tools.builtin.groups import GEMMS, GroupContext, GroupResult, build_group, op_name
@@ -61,10 +62,13 @@ class Program:
         return [s.kernel for s in self.steps if s.kernel is not None]
 
 
-def writable(op: dict[str, Any]) -> bool:
+def writable(op: dict[str, Any], policy: str = "strict") -> bool:
+    """Whether the builtin writes `op` as (part of) a kernel of its own. A convolution is ours
+    under `strict` only: `hybrid` keeps the library's."""
     name = op_name(op)
     return (
         name in GEMMS
+        or (name in CONVOLUTIONS and policy == "strict")
         or pool_key(name) is not None
         or row_key(name, op["overload"]) is not None
         or (f"{name}.{op['overload']}" in POINTWISE_OPS or name in POINTWISE_OPS)
@@ -184,8 +188,8 @@ class ProgramBuilder:
                     self._group(pending, stage["kind"])
                     pending = []
                 self._group([first], self.ops[first]["kind"])
-            if writable(self.ops[i]):
-                if pending and (op_name(self.ops[i]) in GEMMS or pool_key(op_name(self.ops[i]))):
+            if writable(self.ops[i], self.policy):
+                if pending and _anchors(self.ops[i]):
                     self._group(pending, stage["kind"])
                     pending = []
                 pending.append(i)
@@ -307,6 +311,12 @@ class ProgramBuilder:
         params = list(self.analysis.get("parameters") or [])
         return Program(self.steps, outputs, params, len(self.analysis.get("inputs") or []),
                        self.hybrid_ops)  # fmt: skip
+
+
+def _anchors(op: dict[str, Any]) -> bool:
+    """Ops that start a kernel of their own (what follows them is their epilogue)."""
+    name = op_name(op)
+    return name in GEMMS or name in CONVOLUTIONS or pool_key(name) is not None
 
 
 def attribute(path: str) -> str:

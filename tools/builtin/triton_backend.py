@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tools.builtin import triton_emit, triton_pool, triton_scan
+from tools.builtin import triton_conv, triton_emit, triton_pool, triton_scan
+from tools.builtin.conv import ConvKernel
 from tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction
 from tools.builtin.pooling import PoolKernel
 from tools.builtin.scans import ScanKernel
@@ -41,6 +42,7 @@ def _warps(elements: int) -> int:
 class TritonBackend:
     dsl = "triton"
     prelude = triton_emit.PRELUDE
+    kernel_kinds = (FusedKernel, GemmKernel, PartialReduction, PoolKernel, ScanKernel, ConvKernel)
 
     def __init__(self, device: str, precision: str) -> None:
         self.gpu = device.startswith("cuda")
@@ -61,7 +63,14 @@ class TritonBackend:
             return 1
         return max(1, min(-(-2 * SMS // tiles), kernel.k // 2048))
 
+    def _dot(self) -> str | None:
+        """tl.dot's input precision as Python source: the DOT tuning parameter at fp32."""
+        return {"fp32": "DOT", "tf32": '"tf32"'}.get(self.precision)
+
     def default(self, kernel) -> dict[str, Any]:
+        if isinstance(kernel, ConvKernel):
+            dot = FP32_DOTS[0] if self.precision == "fp32" else None
+            return triton_conv.default(kernel, self.gpu, dot)
         if isinstance(kernel, ScanKernel):
             return triton_scan.default(kernel, self.gpu)
         if isinstance(kernel, PoolKernel):
@@ -105,6 +114,9 @@ class TritonBackend:
 
     def tunables(self, kernel: FusedKernel | GemmKernel) -> dict[str, list[Any]]:
         """Values the refine edge may try, per parameter (empty under the interpreter)."""
+        if isinstance(kernel, ConvKernel):
+            dots = FP32_DOTS if self.precision == "fp32" else ()
+            return triton_conv.tunables(kernel, self.gpu, dots)
         if isinstance(kernel, ScanKernel):
             return triton_scan.tunables(kernel, self.gpu)
         if isinstance(kernel, PoolKernel):
@@ -134,6 +146,8 @@ class TritonBackend:
     # ------------------------------------------------------------ source
 
     def kernel_source(self, kernel, config: dict[str, Any]) -> str:
+        if isinstance(kernel, ConvKernel):
+            return triton_conv.conv_source(kernel, self.gpu, self._dot())
         if isinstance(kernel, ScanKernel):
             return triton_scan.scan_source(kernel, self.gpu)
         if isinstance(kernel, PoolKernel):
@@ -141,14 +155,15 @@ class TritonBackend:
         if isinstance(kernel, PartialReduction):
             return triton_emit.partial_source(kernel, self.gpu)
         if isinstance(kernel, GemmKernel):
-            input_precision = {"fp32": "DOT", "tf32": '"tf32"'}.get(self.precision)
-            return triton_emit.gemm_source(kernel, self.gpu, input_precision)
+            return triton_emit.gemm_source(kernel, self.gpu, self._dot())
         if kernel.is_pointwise():
             return triton_emit.pointwise_source(kernel, self.gpu)
         persistent = config["BLOCK_R"] >= kernel.rlen
         return triton_emit.row_source(kernel, self.gpu, persistent)
 
     def launch(self, kernel, args: list[str], config: dict[str, Any]) -> list[str]:
+        if isinstance(kernel, ConvKernel):
+            return triton_conv.launch(kernel, args, config)
         if isinstance(kernel, ScanKernel):
             return triton_scan.launch(kernel, args, config)
         if isinstance(kernel, PoolKernel):

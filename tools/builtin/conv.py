@@ -1,0 +1,133 @@
+"""Convolutions (standard and transposed; 1d/2d/3d; strided, padded, dilated, grouped) as a
+`ConvKernel`, written under `--policy strict` (under `hybrid` the library call stays).
+
+A convolution is an implicit GEMM per group: M = batch x output positions, N = the group's
+output channels, K = the group's input channels x kernel positions. The A tile is gathered from
+the input on the fly (no im2col buffer): a standard convolution reads input position
+`o * stride - padding + k * dilation`; a transposed one reads `i = (o + padding - k * dilation)
+/ stride` where that divides exactly. Like a GEMM, a convolution anchors its kernel: the ops
+after it are an epilogue over var("acc") (bias included) and var("idx") (the flat output
+index). Depthwise convolutions (one input and one output channel per group) take a direct
+kernel instead, one output per lane (tools/builtin/triton_conv.py prints both).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from tools.builtin.kernels import Store
+
+CONVOLUTIONS = frozenset({"convolution", "_convolution"})
+INT32_LIMIT = 2**31 - 1
+
+
+@dataclass
+class ConvKernel:
+    name: str
+    batch: int
+    groups: int
+    cin_g: int  # input channels per group
+    cout_g: int  # output channels per group
+    in_sizes: list[int]  # spatial sizes of the input
+    out_sizes: list[int]
+    kernel: list[int]
+    stride: list[int]
+    padding: list[int]
+    dilation: list[int]
+    transposed: bool
+    x: str  # kernel argument names
+    w: str
+    x_strides: list[int]  # [n, c, *spatial], in elements
+    w_strides: list[int]  # standard [cout, cin_g, *k]; transposed [cin, cout_g, *k]
+    inputs: list[str]
+    outputs: list[str]
+    stores: list[Store] = field(default_factory=list)
+    wide: bool = False  # offsets past int32: int64 index arithmetic
+    kind: str = "conv"
+
+    @property
+    def k(self) -> int:
+        return self.cin_g * self.kernel_numel
+
+    @property
+    def m(self) -> int:
+        return self.batch * self.out_numel
+
+    @property
+    def kernel_numel(self) -> int:
+        return math.prod(self.kernel)
+
+    @property
+    def out_numel(self) -> int:
+        return math.prod(self.out_sizes)
+
+    @property
+    def numel(self) -> int:
+        return self.m * self.groups * self.cout_g
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.numel * self.k
+
+    @property
+    def depthwise(self) -> bool:
+        return self.cin_g == 1 and self.cout_g == 1
+
+    def describe(self) -> str:
+        what = "transposed convolution" if self.transposed else "convolution"
+        how = "direct (depthwise)" if self.depthwise else "implicit GEMM"
+        return (f"{self.name}: {len(self.kernel)}d {what}, {how}, {self.groups} group(s) of "
+                f"[{self.m}x{self.k}] @ [{self.k}x{self.cout_g}]; pointwise epilogue fused")  # fmt: skip
+
+    def axes(self) -> str:
+        if self.depthwise:
+            return f"{self.name}: output elements"
+        return f"{self.name}: output positions (M tiles), output channels (N tiles), groups"
+
+    def grid(self) -> str:
+        if self.depthwise:
+            return "cdiv(numel, BLOCK)"
+        return "(cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N), groups)"
+
+    def pseudo(self) -> str:
+        return (f"{self.name}: acc[m, co] = sum_k gather(x)[m, k] w[k, co] (fp32); "
+                f"out = epilogue(acc + bias)")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ConvSpec:
+    stride: list[int]
+    padding: list[int]
+    dilation: list[int]
+    transposed: bool
+    groups: int
+
+
+def conv_spec(op: dict[str, Any]) -> ConvSpec:
+    argv = op["argv"]
+    return ConvSpec(list(argv[3]), list(argv[4]), list(argv[5]), bool(argv[6]), int(argv[8]))
+
+
+def conv_kernel(name: str, spec: ConvSpec, x, w, args: tuple[str, str], out_shape: list[int],
+                stores: list[Store], inputs: list[str], outputs: list[str]) -> ConvKernel:  # fmt: skip
+    """The kernel of a convolution of `x` by `w` (Values; `args` their argument names)."""
+    dims = len(out_shape) - 2
+    cin_g = x.shape[1] // spec.groups
+    cout_g = w.shape[1] if spec.transposed else w.shape[0] // spec.groups
+    spans = [1 + sum((s - 1) * abs(st) for s, st in zip(v.shape, v.strides, strict=True))
+             for v in (x, w)]  # fmt: skip
+    wide = max(*spans, math.prod(out_shape)) > INT32_LIMIT
+    return ConvKernel(name, out_shape[0], spec.groups, cin_g, cout_g, list(x.shape[2:]),
+                      list(out_shape[2:]), list(w.shape[2:]), _each(spec.stride, dims),
+                      _each(spec.padding, dims), _each(spec.dilation, dims), spec.transposed,
+                      args[0], args[1], list(x.strides), list(w.strides), inputs, outputs, stores,
+                      wide)  # fmt: skip
+
+
+def _each(values: list[int], dims: int) -> list[int]:
+    return list(values) * dims if len(values) == 1 else list(values)
+
+
+__all__ = ["CONVOLUTIONS", "ConvKernel", "ConvSpec", "conv_kernel", "conv_spec"]

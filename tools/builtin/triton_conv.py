@@ -1,0 +1,202 @@
+"""Triton source, configs and launch of a convolution (tools/builtin/conv.py).
+
+Implicit GEMM: a program computes a BLOCK_M x BLOCK_N tile of one group's [output positions x
+output channels] result. Each K step gathers the A tile from the input (input channel and kernel
+position from k, input position from the output position, masked where it falls in the padding
+or, transposed, between strides), loads the B tile from the weights, and accumulates with
+tl.dot. The output is stored in the layout torch gives it ([batch, channels, *positions]), so
+the epilogue's var("idx") is the flat output index. Depthwise convolutions are direct: one
+output per lane, the kernel window unrolled.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tools.builtin.conv import ConvKernel
+from tools.builtin.printer import Printer
+from tools.builtin.triton_emit import TritonSyntax, _indent, _signature
+
+UNROLL = 16  # kernel windows up to this long are unrolled (tl.static_range)
+INTERPRETER_BLOCK = 1 << 16
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
+def _split(value: str, sizes: list[int], prefix: str, lines: list[str]) -> list[str]:
+    """Names of `value`'s coordinates over `sizes` (row-major), innermost split first."""
+    names, rest = [f"{prefix}{d}" for d in range(len(sizes))], value
+    for d in reversed(range(len(sizes))):
+        if d == 0:
+            lines.append(f"{names[d]} = {rest}")
+        else:
+            lines.append(f"{names[d]} = {rest} % {sizes[d]}")
+            lines.append(f"{prefix}rest{d} = {rest} // {sizes[d]}")
+            rest = f"{prefix}rest{d}"
+    return names
+
+
+def _input_position(kernel: ConvKernel, d: int, o: str, k: str, lines: list[str]) -> list[str]:
+    """Lines computing i{d} (the input position along spatial dim d) and the tests it needs."""
+    s, p, dil, size = kernel.stride[d], kernel.padding[d], kernel.dilation[d], kernel.in_sizes[d]
+    if not kernel.transposed:
+        lines.append(f"i{d} = {o} * {s} - {p} + {k} * {dil}")
+        last = (kernel.out_sizes[d] - 1) * s - p + (kernel.kernel[d] - 1) * dil
+        return [f"(i{d} >= 0)"] * (p > 0) + [f"(i{d} < {size})"] * (last >= size)
+    lines.append(f"t{d} = {o} + {p} - {k} * {dil}")
+    checks = [f"(t{d} >= 0)"]
+    if s > 1:
+        lines.append(f"i{d} = t{d} // {s}")
+        checks.append(f"(t{d} % {s} == 0)")
+    else:
+        lines.append(f"i{d} = t{d}")
+    return [*checks, f"(i{d} < {size})"]
+
+
+def conv_source(kernel: ConvKernel, gpu: bool, input_precision: str | None) -> str:
+    body = _direct(kernel) if kernel.depthwise else _implicit_gemm(kernel, input_precision)
+    printer = Printer(TritonSyntax(gpu), prefix="e")
+    for store in kernel.stores:
+        value = printer.value(store.value)
+        body += printer.take() + [f"tl.store({store.arg} + idx, {value}, mask=mask)"]
+    if kernel.depthwise:
+        constexprs = ["BLOCK"]
+    else:
+        constexprs = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"]
+        constexprs += ["DOT"] if input_precision == "DOT" else []
+    return "\n".join([_signature(kernel, constexprs), *_indent(body)])
+
+
+def _implicit_gemm(kernel: ConvKernel, input_precision: str | None) -> list[str]:
+    dims = len(kernel.kernel)
+    xs, ws = kernel.x_strides, kernel.w_strides
+    wide = ".to(tl.int64)" if kernel.wide else ""
+    lines = [
+        "pid = tl.program_id(0)",
+        "g = tl.program_id(1)",
+        f"num_m = tl.cdiv({kernel.m}, BLOCK_M)",
+        f"num_n = tl.cdiv({kernel.cout_g}, BLOCK_N)",
+        "per_group = GROUP_M * num_n",
+        "first_m = (pid // per_group) * GROUP_M",
+        "size_m = min(num_m - first_m, GROUP_M)",
+        "pid_m = first_m + (pid % per_group) % size_m",
+        "pid_n = (pid % per_group) // size_m",
+        f"rm = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)){wide}",
+        "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+        f"m_ok = rm < {kernel.m}",
+        f"n_ok = rn < {kernel.cout_g}",
+        "# output position of each row: batch nb, then the spatial coordinates o0, o1...",
+        f"nb = rm // {kernel.out_numel}",
+        f"pos = rm % {kernel.out_numel}",
+    ]
+    outs = _split("pos", kernel.out_sizes, "o", lines)
+    lines += [
+        f"co = g * {kernel.cout_g} + rn",
+        f"x_base = nb * {xs[0]} + g * {kernel.cin_g * xs[1]}",
+        "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+        f"for kk in range(0, tl.cdiv({kernel.k}, BLOCK_K)):",
+    ]
+    step = [
+        "rk = kk * BLOCK_K + tl.arange(0, BLOCK_K)",
+        f"k_ok = rk < {kernel.k}",
+        "# input channel ci and kernel position k0, k1... of each column",
+        f"ci = rk // {kernel.kernel_numel}",
+        f"kpos = rk % {kernel.kernel_numel}",
+    ]
+    ks = _split("kpos", kernel.kernel, "k", step)
+    a_offset, checks = ["x_base[:, None]", f"ci[None, :] * {xs[1]}"], []
+    for d in range(dims):
+        checks += _input_position(kernel, d, f"{outs[d]}[:, None]", f"{ks[d]}[None, :]", step)
+        a_offset.append(f"i{d} * {xs[2 + d]}")
+    if kernel.transposed:  # weights [cin, cout_g, *k]
+        b_offset = [f"(g * {kernel.cin_g} + ci[:, None]) * {ws[0]}", f"rn[None, :] * {ws[1]}"]
+    else:  # weights [cout, cin_g, *k]
+        b_offset = [f"co[None, :] * {ws[0]}", f"ci[:, None] * {ws[1]}"]
+    b_offset += [f"{ks[d]}[:, None] * {ws[2 + d]}" for d in range(dims)]
+    dot = f", input_precision={input_precision}" if input_precision else ""
+    step += [
+        f"a_ok = {' & '.join(['m_ok[:, None] & k_ok[None, :]', *checks])}",
+        f"a = tl.load({kernel.x} + {' + '.join(a_offset)}, mask=a_ok, other=0.0)",
+        f"b = tl.load({kernel.w} + {' + '.join(b_offset)}, "
+        "mask=k_ok[:, None] & n_ok[None, :], other=0.0)",
+        f"acc = tl.dot(a, b, acc{dot})",
+    ]
+    channels = kernel.groups * kernel.cout_g
+    return lines + _indent(step) + [
+        f"idx = (nb[:, None] * {channels} + co[None, :]) * {kernel.out_numel} + pos[:, None]",
+        "mask = m_ok[:, None] & n_ok[None, :]",
+    ]  # fmt: skip
+
+
+def _direct(kernel: ConvKernel) -> list[str]:
+    """Depthwise: group = channel, one output element per lane."""
+    dims = len(kernel.kernel)
+    xs, ws = kernel.x_strides, kernel.w_strides
+    start = "tl.program_id(0).to(tl.int64)" if kernel.wide else "tl.program_id(0)"
+    lines = [
+        f"idx = {start} * BLOCK + tl.arange(0, BLOCK)",
+        f"mask = idx < {kernel.numel}",
+        f"pos = idx % {kernel.out_numel}",
+        f"plane = idx // {kernel.out_numel}",
+        f"c = plane % {kernel.groups}",
+        f"nb = plane // {kernel.groups}",
+    ]
+    outs = _split("pos", kernel.out_sizes, "o", lines)
+    lines += [
+        f"x_base = nb * {xs[0]} + c * {xs[1]}",
+        f"w_base = c * {ws[0]}",
+        "acc = tl.zeros([BLOCK], tl.float32)",
+    ]
+    inner: list[str] = []
+    checks: list[str] = []
+    for d in range(dims):
+        checks += _input_position(kernel, d, outs[d], f"k{d}", inner)
+    x_offset = " + ".join(["x_base", *(f"i{d} * {xs[2 + d]}" for d in range(dims))])
+    w_offset = " + ".join(["w_base", *(f"k{d} * {ws[2 + d]}" for d in range(dims))])
+    inner += [
+        f"ok = {' & '.join(['mask', *checks])}",
+        f"xv = tl.load({kernel.x} + {x_offset}, mask=ok, other=0.0)",
+        f"wv = tl.load({kernel.w} + {w_offset})",
+        "acc += xv.to(tl.float32) * wv.to(tl.float32)",
+    ]
+    for d in reversed(range(dims)):
+        size = kernel.kernel[d]
+        head = f"tl.static_range({size})" if kernel.kernel_numel <= UNROLL else f"range({size})"
+        inner = [f"for k{d} in {head}:", *_indent(inner)]
+    return lines + inner
+
+
+def default(kernel: ConvKernel, gpu: bool, dot: str | None) -> dict[str, Any]:
+    if kernel.depthwise:
+        if not gpu:
+            return {"BLOCK": min(_pow2(kernel.numel), INTERPRETER_BLOCK), "num_warps": 1}
+        return {"BLOCK": 256, "num_warps": 4}
+    precision = {"DOT": dot} if dot else {}
+    if not gpu:  # the interpreter: fewest program instances
+        return {"BLOCK_M": min(_pow2(kernel.m), 64), "BLOCK_N": max(16, min(_pow2(kernel.cout_g), 64)),
+                "BLOCK_K": max(16, min(_pow2(kernel.k), 64)), "GROUP_M": 8, **precision,
+                "num_warps": 1, "num_stages": 1}  # fmt: skip
+    return {"BLOCK_M": 128, "BLOCK_N": max(16, min(_pow2(kernel.cout_g), 128)), "BLOCK_K": 32,
+            "GROUP_M": 8, **precision, "num_warps": 8, "num_stages": 3}  # fmt: skip
+
+
+def tunables(kernel: ConvKernel, gpu: bool, dots: tuple[str, ...]) -> dict[str, list[Any]]:
+    if not gpu:
+        return {}
+    if kernel.depthwise:
+        return {"BLOCK": [128, 256, 512, 1024], "num_warps": [2, 4, 8]}
+    return {**({"DOT": list(dots)} if dots else {}), "BLOCK_M": [64, 128],
+            "BLOCK_N": [32, 64, 128], "BLOCK_K": [16, 32, 64], "num_warps": [4, 8],
+            "num_stages": [2, 3, 4]}  # fmt: skip
+
+
+def launch(kernel: ConvKernel, args: list[str], config: dict[str, Any]) -> list[str]:
+    if kernel.depthwise:
+        grid = f"(triton.cdiv({kernel.numel}, {config['BLOCK']}),)"
+    else:
+        grid = (f"(triton.cdiv({kernel.m}, {config['BLOCK_M']}) * "
+                f"triton.cdiv({kernel.cout_g}, {config['BLOCK_N']}), {kernel.groups})")  # fmt: skip
+    options = ", ".join(f"{k}={v!r}" for k, v in config.items())
+    return [f"{kernel.name}[{grid}]({', '.join(args)}, {options})"]
