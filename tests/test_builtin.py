@@ -227,3 +227,26 @@ def _small_blocks(default):
         return config
 
     return smaller
+
+
+def test_gemm_operands_are_copied_k_major_for_tensor_cores_and_verify(tmp_path, monkeypatch):
+    """fp32 products on tensor cores want K-major operands: a row-major B or a transposed A is
+    copied (a layout copy) before the kernel, and the kernel reads the copy's strides."""
+    from tools.builtin.triton_backend import TritonBackend
+
+    init = TritonBackend.__init__
+
+    def on_tensor_cores(self, device, precision):
+        init(self, device, precision)
+        self.k_major_operands = True  # as on a GPU
+
+    monkeypatch.setattr(TritonBackend, "__init__", on_tensor_cores)
+    forward = "(torch.relu(x @ self.w) + 1, x.t() @ self.v, torch.bmm(x.expand(2, 9, 20), self.u))"
+    params = ("self.w = nn.Parameter(torch.randn(20, 12)); self.v = nn.Parameter(torch.randn(9, 5)); "
+              "self.u = nn.Parameter(torch.randn(2, 20, 7))")  # fmt: skip
+    task = task_file(tmp_path, forward, "torch.randn(9, 20)", params=params)
+    source = generate(task, tmp_path).read_text()
+    assert source.count(".transpose(-1, -2).contiguous().transpose(-1, -2)") == 3  # the Bs
+    assert "_a_k_major = " in source  # x.t(): M-major A
+    verdict = verify(task, generate(task, tmp_path), tmp_path)
+    assert verdict.passed, verdict.message

@@ -15,6 +15,7 @@ from typing import Any
 
 from tools.builtin.cpp_backend import CppBackend
 from tools.builtin.errors import Unsupported
+from tools.builtin.layouts import k_major_operands
 from tools.builtin.module import render
 from tools.builtin.program import Program, build_program
 from tools.builtin.reference_init import InitUnavailable, ReferenceInit, extract
@@ -54,6 +55,8 @@ class Generator:
             self.program = split_program(
                 self.program, self.backend.split_k, self.backend.split_rows
             )
+        if getattr(self.backend, "k_major_operands", False):
+            self.program = k_major_operands(self.program)
         self.analysis, self.dsl, self.policy = analysis, dsl, policy
         self.reference: ReferenceInit | None = None
         self.why_not = ""

@@ -159,6 +159,8 @@ def _step_lines(step: Step, backend, config: dict, device: str) -> list[str]:
         ]
     if step.kind == "library":
         return [f"{', '.join(step.outs)} = {step.op}({step.args})"]
+    if step.kind == "layout":  # a copy in another memory layout (tools/builtin/layouts.py)
+        return [f"{step.outs[0]} = {step.args}"]
     if step.kind == "copy":  # module state that forward updates
         return [f"{step.op}.copy_({step.args})"]
     lines = []

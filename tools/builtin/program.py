@@ -40,7 +40,7 @@ CONSTANTS = "only a one-element constant made from a number, read by a pointwise
 
 @dataclass
 class Step:
-    kind: str  # "view" | "library" | "launch" | "scratch" (filled with args) | "copy"
+    kind: str  # "view" | "library" | "launch" | "scratch" (filled with args) | "copy" | "layout"
     outs: list[str]
     op: str = ""  # "aten.view.default" for views and library calls; copy: the destination
     args: str = ""  # Python source of the arguments

@@ -47,6 +47,8 @@ class TritonBackend:
     def __init__(self, device: str, precision: str) -> None:
         self.gpu = device.startswith("cuda")
         self.precision = precision
+        # fp32 products on tensor cores (tf32x3, tf32) want both operands K-major
+        self.k_major_operands = self.gpu and precision in ("fp32", "tf32")
 
     # ------------------------------------------------------------ configs
 
