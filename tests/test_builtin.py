@@ -229,24 +229,40 @@ def _small_blocks(default):
     return smaller
 
 
-def test_gemm_operands_are_copied_k_major_for_tensor_cores_and_verify(tmp_path, monkeypatch):
-    """fp32 products on tensor cores want K-major operands: a row-major B or a transposed A is
-    copied (a layout copy) before the kernel, and the kernel reads the copy's strides."""
+@pytest.fixture
+def tensor_cores(monkeypatch):
+    """The Triton backend as on a GPU, where fp32 products run on tensor cores."""
     from tools.builtin.triton_backend import TritonBackend
 
     init = TritonBackend.__init__
 
-    def on_tensor_cores(self, device, precision):
+    def on_gpu(self, device, precision):
         init(self, device, precision)
-        self.k_major_operands = True  # as on a GPU
+        self.k_major_operands = True
 
-    monkeypatch.setattr(TritonBackend, "__init__", on_tensor_cores)
+    monkeypatch.setattr(TritonBackend, "__init__", on_gpu)
+
+
+def test_gemm_operands_are_copied_k_major_for_tensor_cores_and_verify(
+    tmp_path, monkeypatch, tensor_cores
+):
+    """fp32 products on tensor cores want K-major operands: a row-major B or a transposed A is
+    copied (a layout copy) before the kernel, and the kernel reads the copy's strides."""
+    monkeypatch.setattr("tools.builtin.layouts.MIN_REUSE", 1)  # these products are tiny
     forward = "(torch.relu(x @ self.w) + 1, x.t() @ self.v, torch.bmm(x.expand(2, 9, 20), self.u))"
     params = ("self.w = nn.Parameter(torch.randn(20, 12)); self.v = nn.Parameter(torch.randn(9, 5)); "
               "self.u = nn.Parameter(torch.randn(2, 20, 7))")  # fmt: skip
     task = task_file(tmp_path, forward, "torch.randn(9, 20)", params=params)
-    source = generate(task, tmp_path).read_text()
+    kernel = generate(task, tmp_path)
+    source = kernel.read_text()
     assert source.count(".transpose(-1, -2).contiguous().transpose(-1, -2)") == 3  # the Bs
     assert "_a_k_major = " in source  # x.t(): M-major A
-    verdict = verify(task, generate(task, tmp_path), tmp_path)
+    verdict = verify(task, kernel, tmp_path)
     assert verdict.passed, verdict.message
+
+
+def test_an_operand_reused_too_little_is_not_copied(tmp_path, tensor_cores):
+    """A product with M = 9 reuses each element of B 9 times: the copy would cost more."""
+    task = task_file(tmp_path, "x @ self.w", "torch.randn(9, 20)",
+                     params="self.w = nn.Parameter(torch.randn(20, 12))")  # fmt: skip
+    assert "k_major" not in generate(task, tmp_path).read_text()

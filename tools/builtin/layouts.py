@@ -5,7 +5,10 @@ elements contiguous, B ([K, N]) with its K elements contiguous, as nn.Linear's w
 operand in the other layout (`x @ y` with row-major y, `x.t() @ y`) makes Triton's tf32x3 GEMM
 slower than IEEE FMAs (H100, KernelBench level 1), so such an operand is first copied into the
 K-major layout: a layout copy (`contiguous`), which moves memory and computes nothing, once per
-forward and cheap next to the product.
+forward and cheap next to the product when the product reuses each copied element often: the
+copy of B costs 8 bytes per element against 2M FLOPs, so it is made only where the other side
+(M for B, N for A) is at least MIN_REUSE long. With M = 256 and K = 524288
+(level1/6_Matmul_with_large_K_dimension_) the copy made the GEMM 3x slower.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from dataclasses import replace
 from tools.builtin.expr import loads
 from tools.builtin.kernels import GemmKernel, Operand
 from tools.builtin.program import Program, Step
+
+MIN_REUSE = 1024
 
 
 def k_major_operands(program: Program) -> Program:
@@ -30,8 +35,9 @@ def k_major_operands(program: Program) -> Program:
 def _relaid(step: Step, kernel: GemmKernel, steps: list[Step]) -> Step:
     read_by_epilogue = {ld.tensor for s in kernel.stores for ld in loads(s.value)}
     inputs, a, b = list(step.inputs), kernel.a, kernel.b
-    for operand, rows, cols, k_stride in ((a, kernel.m, kernel.k, 2), (b, kernel.k, kernel.n, 1)):
-        if operand.strides[k_stride] == 1 or operand.arg in read_by_epilogue:
+    sides = ((a, kernel.m, kernel.k, 2, kernel.n), (b, kernel.k, kernel.n, 1, kernel.m))
+    for operand, rows, cols, k_stride, reuse in sides:
+        if operand.strides[k_stride] == 1 or operand.arg in read_by_epilogue or reuse < MIN_REUSE:
             continue
         slot = kernel.inputs.index(operand.arg)
         role = "a" if operand is a else "b"
