@@ -50,7 +50,10 @@ def evaluate(
     seeds: Annotated[int, typer.Option(help="Input seeds to verify on.")] = 3,
     set_: SetOpt = None,
     precision: Annotated[
-        str, typer.Option(help="fp32 (1e-4, TF32 off), tf32, fp16 or bf16 (1e-2).")
+        str,
+        typer.Option(
+            help="fp32 (1e-4; PyTorch's default: cuDNN convolutions may use TF32), ieee (1e-4, TF32 off), tf32 (1e-3), fp16 or bf16 (1e-2)."
+        ),
     ] = "fp32",
     policy: PolicyOpt = "strict",
     extra_shapes: Annotated[

@@ -92,7 +92,9 @@ def run(
     ] = False,
     set_: SetOpt = None,
     seeds: Annotated[int, typer.Option(help="Input seeds to verify on.")] = 3,
-    precision: Annotated[str, typer.Option(help="fp32, tf32, fp16 or bf16.")] = "fp32",
+    precision: Annotated[
+        str, typer.Option(help="fp32 (PyTorch's default TF32 flags), ieee, tf32, fp16 or bf16.")
+    ] = "fp32",
     policy: Annotated[str, typer.Option(help="strict or hybrid.")] = "strict",
     timeout: Annotated[
         float, typer.Option(help="Wall-clock limit per harness process, s.")

@@ -43,8 +43,16 @@ def task_file(folder: Path, forward: str, inputs: str, init: str = "", params: s
     return path
 
 
-def builtin_generator(task: Path, dsl: str, tmp_path: Path, policy: str = "strict"):
-    """The builtin's Generator for a task file on the CPU, as a run's coder node makes it."""
+def builtin_generator(
+    task: Path,
+    dsl: str,
+    tmp_path: Path,
+    policy: str = "strict",
+    device: str = "cpu",
+    precision: str = "fp32",
+):
+    """The builtin's Generator for a task file (analysed on the CPU) for `device`, as a run's
+    coder node makes it."""
     from tools.analysis import analyze_task
     from tools.builtin.generate import Generator
     from tools.harness.cache import EvalCache
@@ -52,7 +60,7 @@ def builtin_generator(task: Path, dsl: str, tmp_path: Path, policy: str = "stric
 
     source = TaskSource.read(task)
     analysis = analyze_task(source, "cpu", cache=EvalCache(tmp_path / "cache"))
-    return Generator(analysis, dsl, "cpu", policy, "fp32", source.effective_source)
+    return Generator(analysis, dsl, device, policy, precision, source.effective_source)
 
 
 def run_isolated(

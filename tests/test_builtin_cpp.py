@@ -80,6 +80,12 @@ CASES = {
         "self.b = nn.Parameter(torch.randn(29))",
         "kg_micro(",
     ),
+    "big_output_asks_for_huge_pages": (
+        "torch.relu(x) * 2 + torch.softmax(x, dim=-1)",
+        "torch.randn(1024, 1280)",  # 5 MiB out: its pages are advised before the first write
+        "",
+        "_lib.kg_huge_pages(t",
+    ),
 }
 
 
@@ -157,3 +163,38 @@ def test_vectorised_math_helpers_match_torch(which, reference):
     assert torch.equal(got[~finite & ~expect.isnan()], expect[~finite & ~expect.isnan()].float())
     ulp = torch.finfo(torch.float32).eps * expect[finite].abs().clamp_min(1.2e-38)
     assert ((got[finite].double() - expect[finite]).abs() / ulp).max() <= 4
+
+
+def _huge_kib(start: int, end: int) -> int:
+    """AnonHugePages (KiB) of this process's mappings that overlap [start, end)."""
+    total, overlaps = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()[0]
+        if "-" in head and ":" not in head:
+            low, high = (int(v, 16) for v in head.split("-"))
+            overlaps = low < end and high > start
+        elif overlaps and head == "AnonHugePages:":
+            total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(
+    not Path("/sys/kernel/mm/transparent_hugepage/enabled").exists()
+    or "[never]" in Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text(),
+    reason="no transparent huge pages on this machine",
+)
+def test_huge_page_advice_gives_a_fresh_output_huge_pages():
+    """kg_huge_pages on untouched memory makes its first writes fault in 2 MiB pages: that is
+    what takes the page faults out of a big output's first sweep."""
+    from tools.builtin.cpp_backend import HELPERS
+    from tools.dsl.cpp import build_library
+
+    lib = build_library(HELPERS, name="helpers_pages")
+    plain, advised = torch.empty(16 << 20), torch.empty(16 << 20)  # 64 MiB each, untouched
+    lib.kg_huge_pages(advised, advised.nbytes)
+    plain.fill_(1.0)
+    advised.fill_(1.0)
+    span = lambda t: (t.data_ptr(), t.data_ptr() + t.nbytes)  # noqa: E731
+    assert _huge_kib(*span(advised)) >= 32 << 10  # at least half of it in huge pages
+    if "[always]" not in Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text():
+        assert _huge_kib(*span(plain)) == 0

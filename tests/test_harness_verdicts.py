@@ -216,3 +216,18 @@ def test_verdict_round_trips_through_its_dict_and_the_cache(cases, tmp_path):
     assert again.cached
     again.cached = False
     assert again == first
+
+
+def test_a_cached_verdict_is_not_reused_by_a_changed_harness(cases, tmp_path, monkeypatch):
+    """Verdicts are keyed by the harness's own source: after a rule changes, the same kernel is
+    judged again instead of getting the old harness's verdict back."""
+    import tools.harness.config as harness_config
+
+    cache = EvalCache(tmp_path)
+    config = EvalConfig(dsl="cpp", seeds=2, profile=False)
+    task, kernel = cases / "tasks/scale_add.py", cases / "kernels/torch_softmax.py"
+    first = evaluate(task, kernel, config, cache=cache)  # rejected statically: instant
+    assert evaluate(task, kernel, config, cache=cache).cached
+    monkeypatch.setattr(harness_config, "harness_digest", lambda: "another-harness")
+    again = evaluate(task, kernel, config, cache=cache)
+    assert not again.cached and again.cache_key != first.cache_key

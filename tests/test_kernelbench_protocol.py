@@ -373,3 +373,28 @@ def test_a_task_init_that_cannot_be_copied_falls_back_with_the_reason(
     code = builtin_generator(task, "cpp", tmp_path).code()
     assert f"could not be reused ({reason}" in code
     assert helper.splitlines()[0] not in code and "torch.empty((5,)" in code
+
+
+@pytest.mark.parametrize("precision, follows_defaults", [("fp32", True), ("ieee", False)])
+def test_fp32_sets_pytorchs_default_tf32_flags_as_kernelbench_runs(precision, follows_defaults):
+    """KernelBench's evaluator leaves PyTorch's TF32 flags as they are (cuDNN convolutions may
+    use TF32, matmuls may not), so `--precision fp32` judges with the same flags; `ieee` turns
+    TF32 off everywhere."""
+    import sys
+
+    import torch
+
+    from tools.harness.config import PRECISIONS
+    from tools.harness.reference import set_precision_flags
+
+    flags = "torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32"
+    fresh = subprocess.run([sys.executable, "-c", f"import torch; print({flags})"],
+                           capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+    saved = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+    try:
+        set_precision_flags(PRECISIONS[precision])
+        now = [str(torch.backends.cudnn.allow_tf32), str(torch.backends.cuda.matmul.allow_tf32)]
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+    assert (now == fresh) == follows_defaults
+    assert now[1] == "False"  # IEEE matmuls under both

@@ -55,9 +55,9 @@ class BuiltinModel:
         analysis = context.get("analysis") or {}
         kernels = [k.describe() for k in gen.program.kernels]
         risks = []
-        if (
-            any(isinstance(k, GemmKernel) for k in gen.program.kernels)
-            and context["precision"] == "fp32"
+        if any(isinstance(k, GemmKernel) for k in gen.program.kernels) and context["precision"] in (
+            "fp32",
+            "ieee",
         ):
             risks.append(
                 "fp32 GEMM as three TF32 tensor-core products (tf32x3): if a shape misses the "
@@ -130,7 +130,7 @@ def neighbours(config: Config, spaces: dict[str, dict[str, list[Any]]]) -> list[
     for kernel, params in spaces.items():
         for param, values in params.items():
             current = config.get(kernel, {}).get(param)
-            ranked = sorted(values, key=lambda v: (_distance(v, current), str(v)))
+            ranked = sorted(values, key=lambda v: (_distance(v, current, values), str(v)))
             for value in ranked:
                 if value == current:
                     continue
@@ -159,11 +159,14 @@ def _changed(config: Config, base: Config) -> tuple[str, str] | None:
     return None
 
 
-def _distance(value: Any, current: Any) -> float:
-    """How far a value is from the current one, by ratio (64 is as near to 128 as 256 is)."""
+def _distance(value: Any, current: Any, values: list[Any]) -> float:
+    """How far a value is from the current one: by ratio for numbers (64 is as near to 128 as
+    256 is), by place in the list for names (DOT: tf32, tf32x3, ieee, in that order)."""
     try:
         return abs(math.log(float(value) / float(current)))
     except (TypeError, ValueError, ZeroDivisionError):
+        if current in values:
+            return abs(values.index(value) - values.index(current))
         return 0.0
 
 

@@ -13,7 +13,10 @@ says so: they match only if the harness shares the reference's weights (`--share
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
+
+import torch
 
 from tools.builtin.program import Program, Step
 from tools.builtin.reference_init import ReferenceInit
@@ -166,9 +169,11 @@ def _step_lines(step: Step, backend, config: dict, device: str) -> list[str]:
         return [f"{step.outs[0]} = {step.args}"]
     if step.kind == "copy":  # module state that forward updates
         return [f"{step.op}.copy_({step.args})"]
-    lines = []
+    lines, sizes = [], []
     for var, (shape, dtype) in zip(step.outs, step.out_shapes, strict=True):
         lines.append(f"{var} = torch.empty({tuple(shape)}, device={device}, dtype=torch.{dtype})")
+        sizes.append((var, math.prod(shape) * getattr(torch, dtype).itemsize))
+    lines += backend.fresh_outputs(sizes)
     kernel = step.kernel
     lines += backend.launch(kernel, [*step.inputs, *step.outs], config[kernel.name])
     return lines

@@ -14,6 +14,7 @@ from tools.builtin.conv import ConvKernel
 from tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction
 from tools.builtin.pooling import PoolKernel
 from tools.builtin.scans import ScanKernel
+from tools.harness.config import PRECISIONS
 
 SMS = 132  # streaming multiprocessors of an H100 SXM: "too few programs" is relative to this
 MAX_PERSISTENT_R = 32768  # longer rows loop: softmax's max and sum online, in one pass
@@ -21,7 +22,11 @@ INTERPRETER_BLOCK = 1 << 16
 STRIDED_TILE = 16384  # elements of a strided persistent tile (BLOCK_K x BLOCK_R), H100 sweep
 # fp32 products: three TF32 tensor-core products per fp32 one (fp32-accurate, several times
 # the FMA rate) first; IEEE FMAs are the fallback the refine and retry edges reach next.
-FP32_DOTS = ("tf32x3", "ieee")
+FP32_DOTS = ("tf32x3", "ieee")  # fp32-accurate products first, IEEE FMAs as the fallback
+# Where the reference's cuDNN convolution may use TF32 (PyTorch's default, so KernelBench's), a
+# conv kernel matches it best with TF32 products; the accurate ones follow for shapes where
+# cuDNN chose a non-TF32 algorithm.
+CUDNN_TF32_DOTS = ("tf32", *FP32_DOTS)
 
 
 def next_pow2(n: int) -> int:
@@ -47,8 +52,11 @@ class TritonBackend:
     def __init__(self, device: str, precision: str) -> None:
         self.gpu = device.startswith("cuda")
         self.precision = precision
+        self.fp32 = precision in ("fp32", "ieee")  # DOT is tuned: tf32x3 or IEEE for GEMMs
+        cudnn = self.gpu and PRECISIONS[precision].cudnn_tf32  # the reference's convs on cuDNN
+        self.conv_dots = CUDNN_TF32_DOTS if cudnn else FP32_DOTS
         # fp32 products on tensor cores (tf32x3, tf32) want both operands K-major
-        self.k_major_operands = self.gpu and precision in ("fp32", "tf32")
+        self.k_major_operands = self.gpu and precision in ("fp32", "ieee", "tf32")
 
     # ------------------------------------------------------------ configs
 
@@ -67,11 +75,11 @@ class TritonBackend:
 
     def _dot(self) -> str | None:
         """tl.dot's input precision as Python source: the DOT tuning parameter at fp32."""
-        return {"fp32": "DOT", "tf32": '"tf32"'}.get(self.precision)
+        return "DOT" if self.fp32 else {"tf32": '"tf32"'}.get(self.precision)
 
     def default(self, kernel) -> dict[str, Any]:
         if isinstance(kernel, ConvKernel):
-            dot = FP32_DOTS[0] if self.precision == "fp32" else None
+            dot = self.conv_dots[0] if self.fp32 else None
             return triton_conv.default(kernel, self.gpu, dot)
         if isinstance(kernel, ScanKernel):
             return triton_scan.default(kernel, self.gpu)
@@ -105,7 +113,7 @@ class TritonBackend:
         return {"BLOCK_K": block_k, "BLOCK_R": block_r, "num_warps": _warps(block_k * block_r)}
 
     def _gemm_default(self, kernel: GemmKernel) -> dict[str, Any]:
-        dot = {"DOT": FP32_DOTS[0]} if self.precision == "fp32" else {}
+        dot = {"DOT": FP32_DOTS[0]} if self.fp32 else {}
         if not self.gpu:
             return {"BLOCK_M": min(next_pow2(kernel.m), 64), "BLOCK_N": min(next_pow2(kernel.n), 64),
                     "BLOCK_K": min(next_pow2(kernel.k), 64), "GROUP_M": 8, **dot, "num_warps": 1,
@@ -117,7 +125,7 @@ class TritonBackend:
     def tunables(self, kernel: FusedKernel | GemmKernel) -> dict[str, list[Any]]:
         """Values the refine edge may try, per parameter (empty under the interpreter)."""
         if isinstance(kernel, ConvKernel):
-            dots = FP32_DOTS if self.precision == "fp32" else ()
+            dots = self.conv_dots if self.fp32 else ()
             return triton_conv.tunables(kernel, self.gpu, dots)
         if isinstance(kernel, ScanKernel):
             return triton_scan.tunables(kernel, self.gpu)
@@ -128,7 +136,7 @@ class TritonBackend:
         if isinstance(kernel, PartialReduction):
             return {"BLOCK_R": [2048, 4096, 8192], "num_warps": [4, 8, 16]}
         if isinstance(kernel, GemmKernel):
-            dot = {"DOT": list(FP32_DOTS)} if self.precision == "fp32" else {}
+            dot = {"DOT": list(FP32_DOTS)} if self.fp32 else {}
             return {**dot, "BLOCK_M": [64, 128], "BLOCK_N": [64, 128, 256], "BLOCK_K": [32, 64],
                     "num_warps": [4, 8], "num_stages": [3, 4, 5]}  # fmt: skip
         if kernel.is_pointwise():
@@ -162,6 +170,10 @@ class TritonBackend:
             return triton_emit.pointwise_source(kernel, self.gpu)
         persistent = config["BLOCK_R"] >= kernel.rlen
         return triton_emit.row_source(kernel, self.gpu, persistent)
+
+    def fresh_outputs(self, outputs: list[tuple[str, int]]) -> list[str]:
+        """Device memory needs nothing after allocation."""
+        return []
 
     def launch(self, kernel, args: list[str], config: dict[str, Any]) -> list[str]:
         if isinstance(kernel, ConvKernel):

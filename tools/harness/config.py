@@ -2,30 +2,49 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-HARNESS_VERSION = "2"  # 2: inputs are made on the device
+HARNESS_VERSION = "3"  # 2: inputs made on the device; 3: fp32 lets cuDNN use TF32 (torch default)
+
+
+@functools.cache
+def harness_digest() -> str:
+    """A hash of the harness's and the DSL adapters' source. It keys cached verdicts, so a
+    verdict is only reused by the code that reached it: a changed rule meets no old verdict."""
+    here = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted([*here.glob("*.py"), *(here.parent / "dsl").glob("*.py")]):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 @dataclass(frozen=True)
 class Precision:
-    """One `--precision` choice: tolerances and TF32 flags for both sides, and an optional cast."""
+    """One `--precision` choice: tolerances and TF32 flags for both sides, and an optional cast.
+
+    `fp32` is PyTorch's default and KernelBench's: matmuls in IEEE fp32, cuDNN convolutions
+    free to use TF32. A conv kernel is then judged against what PyTorch computes, which is what
+    KernelBench's evaluator does too. `ieee` turns TF32 off everywhere."""
 
     name: str
     atol: float
     rtol: float
-    allow_tf32: bool
+    allow_tf32: bool  # matmuls (torch.backends.cuda.matmul, float32_matmul_precision)
     dtype: str | None  # floating inputs and parameters are cast to this dtype on both sides
+    cudnn_tf32: bool = False  # convolutions (torch.backends.cudnn.allow_tf32)
 
 
 PRECISIONS: dict[str, Precision] = {
     p.name: p
     for p in (
-        Precision("fp32", 1e-4, 1e-4, False, None),
-        Precision("tf32", 1e-3, 1e-3, True, None),
+        Precision("fp32", 1e-4, 1e-4, False, None, cudnn_tf32=True),
+        Precision("ieee", 1e-4, 1e-4, False, None),
+        Precision("tf32", 1e-3, 1e-3, True, None, cudnn_tf32=True),
         Precision("fp16", 1e-2, 1e-2, False, "float16"),
         Precision("bf16", 1e-2, 1e-2, False, "bfloat16"),
     )
@@ -61,6 +80,7 @@ class EvalConfig:
     def key_material(self) -> dict[str, Any]:
         data = asdict(self)  # limits included: a timeout under one limit says nothing of another
         data["harness_version"] = HARNESS_VERSION
+        data["harness_source"] = harness_digest()
         return data
 
 

@@ -52,7 +52,9 @@ _UNSAFE = _words(
     "dlsym getenv setenv putenv socket kill syscall ptrace pthread_create thread jthread async")
 _STD_ONLY = _words("thread jthread async")  # too common as plain identifiers to flag unqualified
 _FILE = _words("fopen freopen fdopen open openat creat ifstream ofstream fstream filebuf "
-               "filesystem opendir mmap")
+               "filesystem opendir mmap mmap64 shm_open memfd_create")
+# <sys/mman.h> is allowed for madvise (huge pages for a big output); the rest of it is denied.
+_MEMORY_MAP = _words("mprotect pkey_mprotect munmap mremap mlock mlockall remap_file_pages")
 _PY_CALLBACK_PREFIXES = ("PyRun_", "PyImport_", "PyObject_Call", "PyEval_", "Py_Compile")
 _PY_CALLBACK_NAMES = _words("import eval exec eval_file attr globals getattr")
 # Unqualified calls to these names reach ATen through argument-dependent lookup on a Tensor
@@ -70,6 +72,7 @@ _HEADERS = {
     **dict.fromkeys(_words("fstream filesystem fcntl.h"), NATIVE_FILE),
     "torch/script.h": NATIVE_COMPUTE,
 }
+_ALLOWED_SYS_HEADERS = _words("sys/mman.h")
 _HEADER_PREFIXES = (("sys/", NATIVE_UNSAFE), ("netinet/", NATIVE_UNSAFE), ("arpa/", NATIVE_UNSAFE),
                     ("ATen/native/", NATIVE_COMPUTE))
 _STRING_PREFIXES = _words("R u8 u U L u8R uR UR LR")
@@ -214,6 +217,8 @@ def check_native(code: str, lang: str, policy: str) -> list[Finding]:
         rule = _HEADERS.get(header) or next(
             (r for p, r in _HEADER_PREFIXES if header.startswith(p)), None
         )
+        if header in _ALLOWED_SYS_HEADERS:
+            rule = None
         if header.startswith("/") or ".." in header:
             rule = NATIVE_FILE
         if rule:
@@ -270,6 +275,7 @@ def _name_rule(parts, prev, nxt, aliases, defined) -> tuple[str, str, str] | Non
          NATIVE_UNSAFE, "reaches processes, threads or the environment", COMPUTE),
         (plain and _FILE.intersection(parts) and (len(parts) > 1 or called or last != "open"),
          NATIVE_FILE, "accesses files", COMPUTE),
+        (plain and last in _MEMORY_MAP, NATIVE_UNSAFE, "remaps or protects memory", COMPUTE),
         (len(parts) == 1 and nxt == "(" and last in _ADL_NAMES and last not in defined,
          NATIVE_COMPUTE, "on a Tensor argument, finds the ATen op by argument-dependent lookup",
          classify(last)),

@@ -36,7 +36,7 @@ def reference_seeds(seeds: list[int]) -> list[int]:
 
 def set_precision_flags(precision: Precision) -> None:
     torch.backends.cuda.matmul.allow_tf32 = precision.allow_tf32
-    torch.backends.cudnn.allow_tf32 = precision.allow_tf32
+    torch.backends.cudnn.allow_tf32 = precision.cudnn_tf32
     torch.set_float32_matmul_precision("high" if precision.allow_tf32 else "highest")
 
 
