@@ -5,6 +5,7 @@ Children are small Python scripts (no torch), so each test takes about a second.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
@@ -16,6 +17,7 @@ from proc_helpers import processes_with
 from tools.harness import sandbox
 from tools.harness.infra import InfraFailure, check_worker
 from tools.harness.sandbox import Limits, ProcessResult, Sandboxed, scrubbed_env
+from tools.harness.verdict import TaskError
 
 needs_hiding = pytest.mark.skipif(
     not sandbox.isolation().hides_paths, reason="this machine's sandbox cannot hide folders"
@@ -146,3 +148,21 @@ def test_the_host_limit_is_a_share_of_available_memory_unless_given(monkeypatch)
     monkeypatch.setattr(memory, "available_host_bytes", lambda: 100 << 30)
     assert memory.host_limit_bytes(None) == int((100 << 30) * memory.HOST_FRACTION)
     assert memory.host_limit_bytes(2.5) == int(2.5 * 2**30)
+
+
+@pytest.mark.parametrize(
+    "error, key",
+    [
+        (OSError(errno.ENOSPC, "No space left on device"), "machine_error"),
+        (OSError(errno.EDQUOT, "Disk quota exceeded"), "machine_error"),
+        (OSError(errno.ENOENT, "No such file or directory"), "error"),
+        (TaskError("get_inputs() failed"), "task_error"),
+    ],
+)
+def test_a_full_disk_is_the_machines_failure_not_the_tasks(error, key):
+    """A worker whose writes hit a full disk (other jobs filled it after the preflight check)
+    reports a machine error, which is retried and then a harness error: never a task error."""
+    from tools.harness.worker import failure_result
+
+    result = failure_result(error)
+    assert set(result) & {"machine_error", "task_error", "error"} == {key}

@@ -6,6 +6,7 @@ enforces its own wall-clock limit, so it cannot outlive a parent that died witho
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import sys
@@ -43,17 +44,27 @@ def main(argv: list[str]) -> int:
         with watch.stage("import_role"):
             role_module = importlib.import_module(ROLES[role])
         result = role_module.run(spec)
-    except TaskError as exc:
-        result = {"task_error": str(exc)}
-    except DeviceBusy as exc:  # the machine's problem: the parent retries
-        result = {"machine_error": str(exc), "disk_bytes": exc.disk_bytes}
     except Exception as exc:  # noqa: BLE001 - reported to the parent as data
-        result = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+        result = failure_result(exc)
     result["stages_s"] = {"startup": round(startup_s, 4), **watch.seconds}
     write_json(result_path, result)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # skip interpreter teardown: extensions and CUDA contexts can hang in it
+
+
+def failure_result(exc: Exception) -> dict:
+    """What the parent learns of a role that raised: the task's fault, the machine's (retried,
+    then a harness error), or an error of the role's own."""
+    if isinstance(exc, TaskError):
+        return {"task_error": str(exc)}
+    if isinstance(exc, DeviceBusy):
+        return {"machine_error": str(exc), "disk_bytes": exc.disk_bytes}
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        # other jobs on the machine filled the disk after the preflight check said it fits
+        return {"machine_error": f"the disk filled up ({exc}); other jobs may be writing to it: "
+                                 f"free some disk or run fewer at once"}  # fmt: skip
+    return {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
 
 
 if __name__ == "__main__":
