@@ -115,6 +115,13 @@ def run(
             help="Time torch.compile too (default: on for cuda).",
         ),
     ] = None,
+    prebuild: Annotated[
+        int,
+        typer.Option(
+            help="On a GPU, configurations the builtin will try next that are compiled "
+            "in parallel while one is timed (0: off)."
+        ),
+    ] = 2,
     max_iterations: Annotated[int, typer.Option(help="Candidates the coder may write.")] = 12,
     max_retries: Annotated[int, typer.Option(help="Consecutive failures before a new sketch.")] = 3,
     max_escalations: Annotated[int, typer.Option(help="New sketches after repeated failure.")] = 2,
@@ -156,6 +163,7 @@ def run(
         if baseline_compile is None
         else baseline_compile,
         no_cache=no_cache,
+        prebuild=prebuild,
         approve=approve,
         model=ModelConfig(
             name=name,

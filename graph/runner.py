@@ -23,6 +23,7 @@ from graph.summary import FINISHED, STOP_MESSAGES, BestKernel, RunSummary, Spend
 from nodes.brain import make_brain
 from nodes.context import RunContext, eval_cache_for
 from nodes.llm import ModelConfigError
+from nodes.prebuild import Prebuilder
 from state import run_lock
 from state.checkpoint import open_checkpointer
 from state.config import RunConfig
@@ -166,6 +167,7 @@ def _drive(
             on_event=progress.event if progress else (lambda node, text: None),
             active_s_before=row.get("active_s") or 0.0,
             started=started,
+            prebuilder=Prebuilder(config.prebuild) if config.device.startswith("cuda") else None,
         )
         app = compile_graph(open_checkpointer(store))
         store.update_run(run_id, status="running")

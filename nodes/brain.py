@@ -26,6 +26,8 @@ class Brain(Protocol):
         self, context: dict[str, Any], counts: dict[str, int], current_code: str | None
     ) -> CodeAnswer: ...
 
+    def upcoming(self, context: dict[str, Any], n: int) -> list[str]: ...
+
     def spend(self) -> dict[str, Any]: ...
 
     def describe(self) -> str: ...
@@ -47,6 +49,9 @@ class LLMBrain:
     def code(self, context, counts, current_code) -> CodeAnswer:
         messages = prompts.render("coder", **context)
         return self.session.ask_code("coder", messages, counts, current_code=current_code)
+
+    def upcoming(self, context, n) -> list[str]:
+        return []  # an LLM's next answer cannot be known before it is asked
 
     def spend(self) -> dict[str, Any]:
         return self.session.spend()
@@ -81,13 +86,24 @@ class BuiltinBrain:
         return self._ask(lambda: self.model.sketch(context))
 
     def code(self, context, counts, current_code) -> CodeAnswer:
+        tried, best_code = self._history(context)
+        code = self._ask(lambda: self.model.code(context, tried, best_code))
+        return CodeAnswer(code=code, kind="rewrite")
+
+    def upcoming(self, context, n) -> list[str]:
+        """The next `n` kernel files `code` will write while the best stays the best."""
+        tried, best_code = self._history(context)
+        try:
+            return self.model.upcoming(context, tried, best_code, n)
+        except Exception:  # noqa: BLE001 - a guess for compiling ahead, never a failure
+            return []
+
+    def _history(self, context) -> tuple[list[str | None], str | None]:
         rows = self.store.candidates_for_run(self.run_id)
         tried = [(self.store.get_candidate(r["id"]) or {}).get("code") for r in rows]
         best = context.get("best") or {}
         best_row = self.store.get_candidate(best["candidate_id"]) if best else None
-        best_code = (best_row or {}).get("code")
-        code = self._ask(lambda: self.model.code(context, tried, best_code))
-        return CodeAnswer(code=code, kind="rewrite")
+        return tried, (best_row or {}).get("code")
 
     def spend(self) -> dict[str, Any]:
         return {"llm_calls": 0, "tokens_in": 0, "tokens_out": 0, "usd": 0.0}

@@ -4,11 +4,10 @@ a node re-run after a resume reads the earlier verdict instead of evaluating aga
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 
 from nodes.context import RunContext
+from nodes.prebuild import MAX_DEVICE_BYTES, compile_key, prebuild_file
 from state.graph_state import GraphState, Outcome
 from state.models import validate_verdict
 from tools.device_slot import device_slot
@@ -72,19 +71,13 @@ def compile_gate(ctx: RunContext, candidate_id: str) -> Verdict | None:
     target = adapter.compile_target(config.device)
     if target is None:
         return None
-    task = ctx.task()
-    key = "compile-" + _digest(
-        [code, task.hash, config.dsl, target, config.timeout_s, config.policy]
-    )
+    key = _compile_key(ctx, code, target)
+    if ctx.prebuilder is not None:
+        ctx.prebuilder.wait(key, config.timeout_s)  # compiled ahead and still under way
     report = ctx.eval_cache.get(key)
     if report is None:
-        from tools.harness.compile_only import compile_only
-
         ctx.emit("compiler", f"compiling {candidate_id} for {target}")
-        report = compile_only(
-            task.path, candidate_file(ctx, candidate_id), config.dsl, target,
-            config.sets, config.timeout_s, config.policy, inputs_device=config.device,
-        )  # fmt: skip
+        report = _compile(ctx, candidate_file(ctx, candidate_id), target)
         ctx.eval_cache.put(key, report)
     if report.get("ok"):
         return None
@@ -127,8 +120,44 @@ def run_harness(ctx: RunContext, candidate_id: str, profile: bool) -> tuple[Verd
     return verdict, ctx.store.record_evaluation(candidate_id, verdict)
 
 
-def _digest(parts: list) -> str:
-    return hashlib.sha256(json.dumps(parts, default=repr).encode()).hexdigest()[:32]
+def _compile_key(ctx: RunContext, code: str, target: str) -> str:
+    config = ctx.config
+    return compile_key(code, ctx.task().hash, config.dsl, target, config.timeout_s, config.policy)
+
+
+def _compile(ctx: RunContext, kernel: Path, target: str) -> dict:
+    from tools.harness.compile_only import compile_only
+
+    config = ctx.config
+    # its inputs and traced forward use the device: never while something is timed there
+    with device_slot(config.device, exclusive=False):
+        return compile_only(
+            config.task_path, kernel, config.dsl, target, config.sets, config.timeout_s,
+            config.policy, inputs_device=config.device,
+        )  # fmt: skip
+
+
+def compile_ahead(ctx: RunContext, codes: list[str], min_bytes: int | None) -> int:
+    """Queue compile checks of kernel files the brain will write next (nodes/prebuild.py);
+    how many were queued. Skipped where the checks' inputs could crowd the device."""
+    prebuilder = ctx.prebuilder
+    target = get_adapter(ctx.config.dsl).compile_target(ctx.config.device)
+    if prebuilder is None or target is None or not codes:
+        return 0
+    if min_bytes is None or min_bytes * prebuilder.workers > MAX_DEVICE_BYTES:
+        return 0
+    queued = 0
+    for code in codes:
+        key = _compile_key(ctx, code, target)
+        if ctx.eval_cache.get(key) is not None:
+            continue
+        path = prebuild_file(ctx.artifacts, code)
+
+        def build(key=key, path=path) -> None:
+            ctx.eval_cache.put(key, _compile(ctx, path, target))
+
+        queued += prebuilder.submit(key, build)
+    return queued
 
 
 def failure_update(state, outcome: Outcome) -> dict:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from nodes.checks import brain_stop, candidate_code
+from nodes.checks import brain_stop, candidate_code, compile_ahead
 from nodes.context import RunContext
 from nodes.llm import BadReply, BrainStop
 from nodes.prompt_context import with_plan
@@ -52,6 +52,9 @@ def coder(state: GraphState, runtime: Runtime[RunContext]) -> dict:
         label=f"{context['mode']} #{iteration} ({answer.kind})",
     )
     ctx.emit("coder", f"candidate {candidate_id} ({context['mode']}, {answer.kind})")
+    if ctx.prebuilder is not None:  # what the brain will write next compiles meanwhile
+        upcoming = ctx.brain.upcoming(context, ctx.prebuilder.workers)
+        compile_ahead(ctx, upcoming, (context["analysis"] or {}).get("min_bytes"))
     return {
         "candidate_id": candidate_id,
         "iteration": iteration,

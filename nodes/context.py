@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from nodes.brain import Brain
+from nodes.prebuild import Prebuilder
 from state.config import RunConfig
 from state.store import RunStore
 from tools.harness.cache import EvalCache
@@ -41,6 +42,7 @@ class RunContext:
     on_event: Callable[[str, str], None] = lambda node, text: None
     eval_cache: EvalCache = field(default_factory=EvalCache)
     active_s_before: float = 0.0  # time spent on this run in earlier sessions
+    prebuilder: Prebuilder | None = None  # compile checks of the next configurations
     started: float = field(default_factory=time.monotonic)
 
     @property

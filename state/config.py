@@ -84,6 +84,7 @@ class RunConfig(BaseModel):
     share_weights: bool = False  # ModelNew gets the reference's weights (not KernelBench's way)
     baseline_compile: bool = False
     no_cache: bool = False  # evaluate and analyse afresh: nothing cached by earlier runs is read
+    prebuild: int = Field(2, ge=0)  # configurations compile-checked ahead in parallel (GPU)
     approve: bool = False
     model: ModelConfig = Field(default_factory=ModelConfig)
     limits: Limits = Field(default_factory=Limits)

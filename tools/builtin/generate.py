@@ -73,7 +73,9 @@ class Generator:
         return {k.name: self.backend.tunables(k) for k in self.program.kernels}
 
     def code(self, config: dict[str, dict[str, Any]] | None = None) -> str:
-        config = config or self.default_config()
+        """The kernel file for `config`. One config is one text, whatever its keys' order (a
+        config read back from a file has them sorted): the text keys caches and candidates."""
+        config = {k: dict(sorted(v.items())) for k, v in (config or self.default_config()).items()}
         code = self._render(config)
         if not self._checked and self.reference is not None:
             self._checked = True  # the __init__ part does not change with the config

@@ -112,16 +112,25 @@ class BuiltinModel:
     def code(self, context: dict[str, Any], tried: Iterable[str], best_code: str | None) -> str:
         """The kernel file: default config first; later the first untried neighbour of the
         best config (or of the default when nothing verified yet)."""
+        for code in self.upcoming(context, tried, best_code, 1):
+            return code
+        raise NothingToTry("every configuration next to the best one was tried")
+
+    def upcoming(
+        self, context: dict[str, Any], tried: Iterable[str], best_code: str | None, n: int
+    ) -> list[str]:
+        """The next `n` kernel files, in the order `code` writes them while the best stays."""
         gen = self.generator(context)
         tried_configs = [c for c in (read_config(code) for code in tried) if c is not None]
         default = gen.default_config()
-        if default not in tried_configs:
-            return gen.code(default)
+        configs = [] if default in tried_configs else [default]
         centre = read_config(best_code) or default
         for config in neighbours(centre, gen.tunables()):
-            if config not in tried_configs:
-                return gen.code(config)
-        raise NothingToTry("every configuration next to the best one was tried")
+            if len(configs) >= n:
+                break
+            if config not in tried_configs and config not in configs:
+                configs.append(config)
+        return [gen.code(config) for config in configs[:n]]
 
 
 def neighbours(config: Config, spaces: dict[str, dict[str, list[Any]]]) -> list[Config]:
