@@ -81,21 +81,19 @@ def test_the_cpp_backend_names_the_convolution_and_the_way_out(tmp_path):
     assert "conv kernel in cpp" in message and "--policy hybrid" in message
 
 
-@pytest.mark.parametrize(
-    "precision, dots", [("fp32", ["tf32", "tf32x3", "ieee"]), ("ieee", ["tf32x3", "ieee"])]
-)
-def test_gpu_convolutions_start_from_the_products_the_reference_uses(tmp_path, precision, dots):
-    """Under fp32 the reference's cuDNN convolution may use TF32 (PyTorch's default, so
-    KernelBench's), so a GPU conv kernel starts with TF32 products; when the verifier says a
-    shape missed, the next config moves DOT one step along (tf32x3, then IEEE). Under ieee it
-    starts accurate. A GEMM's reference is IEEE under both, so GEMMs start at tf32x3."""
+@pytest.mark.parametrize("precision", ["fp32", "ieee"])
+def test_a_gpu_convolution_that_misses_the_tolerance_moves_dot_first(tmp_path, precision):
+    """A GPU conv kernel starts with fp32-accurate products (tf32x3); when the verifier says a
+    shape missed, the next config is the same tiles with IEEE FMAs. Plain TF32 is no option at
+    fp32: measured against KernelBench's cuDNN-TF32 reference it was 2.7 times further off than
+    tf32x3 (benchmarks/RESULTS.md)."""
     task = task_file(tmp_path, "self.c(x) + x[:, :8, 1:-1, 1:-1] @ self.w", "torch.randn(2, 16, 9, 9)",
                      params="self.c = nn.Conv2d(16, 8, 3); self.w = nn.Parameter(torch.randn(7, 7))")  # fmt: skip
     gen = builtin_generator(task, "triton", tmp_path, device="cuda", precision=precision)
     default, spaces = gen.default_config(), gen.tunables()
     conv = next(name for name in default if "convolution" in name)
     gemm = next(name for name in default if name != conv and "DOT" in default[name])
-    assert (default[conv]["DOT"], spaces[conv]["DOT"]) == (dots[0], dots)
+    assert (default[conv]["DOT"], spaces[conv]["DOT"]) == ("tf32x3", ["tf32x3", "ieee"])
     assert default[gemm]["DOT"] == "tf32x3"
     retry = neighbours(default, spaces)
-    assert retry[0][conv]["DOT"] == dots[1] and retry[0][gemm] == default[gemm]
+    assert retry[0][conv]["DOT"] == "ieee" and retry[0][gemm] == default[gemm]

@@ -14,7 +14,6 @@ from tools.builtin.conv import ConvKernel
 from tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction
 from tools.builtin.pooling import PoolKernel
 from tools.builtin.scans import ScanKernel
-from tools.harness.config import PRECISIONS
 
 SMS = 132  # streaming multiprocessors of an H100 SXM: "too few programs" is relative to this
 MAX_PERSISTENT_R = 32768  # longer rows loop: softmax's max and sum online, in one pass
@@ -23,10 +22,6 @@ STRIDED_TILE = 16384  # elements of a strided persistent tile (BLOCK_K x BLOCK_R
 # fp32 products: three TF32 tensor-core products per fp32 one (fp32-accurate, several times
 # the FMA rate) first; IEEE FMAs are the fallback the refine and retry edges reach next.
 FP32_DOTS = ("tf32x3", "ieee")  # fp32-accurate products first, IEEE FMAs as the fallback
-# Where the reference's cuDNN convolution may use TF32 (PyTorch's default, so KernelBench's), a
-# conv kernel matches it best with TF32 products; the accurate ones follow for shapes where
-# cuDNN chose a non-TF32 algorithm.
-CUDNN_TF32_DOTS = ("tf32", *FP32_DOTS)
 
 
 def next_pow2(n: int) -> int:
@@ -53,8 +48,6 @@ class TritonBackend:
         self.gpu = device.startswith("cuda")
         self.precision = precision
         self.fp32 = precision in ("fp32", "ieee")  # DOT is tuned: tf32x3 or IEEE for GEMMs
-        cudnn = self.gpu and PRECISIONS[precision].cudnn_tf32  # the reference's convs on cuDNN
-        self.conv_dots = CUDNN_TF32_DOTS if cudnn else FP32_DOTS
         # fp32 products on tensor cores (tf32x3, tf32) want both operands K-major
         self.k_major_operands = self.gpu and precision in ("fp32", "ieee", "tf32")
 
@@ -79,7 +72,7 @@ class TritonBackend:
 
     def default(self, kernel) -> dict[str, Any]:
         if isinstance(kernel, ConvKernel):
-            dot = self.conv_dots[0] if self.fp32 else None
+            dot = FP32_DOTS[0] if self.fp32 else None
             return triton_conv.default(kernel, self.gpu, dot)
         if isinstance(kernel, ScanKernel):
             return triton_scan.default(kernel, self.gpu)
@@ -125,7 +118,7 @@ class TritonBackend:
     def tunables(self, kernel: FusedKernel | GemmKernel) -> dict[str, list[Any]]:
         """Values the refine edge may try, per parameter (empty under the interpreter)."""
         if isinstance(kernel, ConvKernel):
-            dots = self.conv_dots if self.fp32 else ()
+            dots = FP32_DOTS if self.fp32 else ()
             return triton_conv.tunables(kernel, self.gpu, dots)
         if isinstance(kernel, ScanKernel):
             return triton_scan.tunables(kernel, self.gpu)
