@@ -229,11 +229,31 @@ def _summary(store, run_id, config, snapshot, ctx, error) -> RunSummary:
         message = STOP_MESSAGES.get(reason, reason)
         if best is None:
             message += "; no candidate passed verification" + _last_failures(state)
+            message += _tf32_hint(ctx, state) if ctx else ""
     store.update_run(run_id, status=status, stop_reason=reason)
     return RunSummary(
         run_id=run_id, status=status, stop_reason=reason, best=best, spend=spend,
         message=message, exit_code=exit_code,
     )  # fmt: skip
+
+
+def _tf32_hint(ctx: RunContext, state: GraphState) -> str:
+    """Why an accurate convolution can miss: under fp32 the reference ran with PyTorch's default
+    flags, and cuDNN may have computed its convolutions in TF32 (KernelBench judges the same)."""
+    config = ctx.config
+    if not (PRECISIONS[config.precision].cudnn_tf32 and config.device.startswith("cuda")):
+        return ""
+    if not any(": incorrect:" in failure for failure in state.recent_failures):
+        return ""
+    ops = (ctx.get_json(state.analysis_sha) or {}).get("ops") or []
+    if not any("convolution" in str(op.get("op", "")) for op in ops):
+        return ""
+    return (
+        ". The reference ran with PyTorch's default flags, as KernelBench runs it: cuDNN may "
+        "compute its convolutions in TF32, about 5e-4 off the exact result at large K. To "
+        "match it, keep the convolution a library call (--policy hybrid); to be judged against "
+        "the exact result, use --precision ieee"
+    )
 
 
 def _last_failures(state: GraphState) -> str:

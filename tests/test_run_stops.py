@@ -89,3 +89,31 @@ def test_a_harness_error_stops_the_run_resumably(tmp_path: Path, monkeypatch) ->
     monkeypatch.setattr(nodes.checks, "evaluate", real_evaluate)  # the machine is back
     resumed = runner.resume(stopped.run_id, db)
     assert resumed.status == "verified", resumed.message
+
+
+@pytest.mark.parametrize(
+    "precision, device, op, failure, hinted",
+    [
+        ("fp32", "cuda", "aten.convolution", "c-1: incorrect: incorrect: seed 42: ...", True),
+        ("ieee", "cuda", "aten.convolution", "c-1: incorrect: incorrect: seed 42: ...", False),
+        ("fp32", "cpu", "aten.convolution", "c-1: incorrect: incorrect: seed 42: ...", False),
+        ("fp32", "cuda", "aten.addmm", "c-1: incorrect: incorrect: seed 42: ...", False),
+        ("fp32", "cuda", "aten.convolution", "c-1: compile_error: bad syntax", False),
+    ],
+)
+def test_a_convolution_that_misses_a_tf32_reference_says_why_and_what_to_do(
+    precision, device, op, failure, hinted
+):
+    """Under fp32 on a GPU, cuDNN may compute the reference's convolution in TF32: a run whose
+    candidates were all incorrect on a task with a convolution says so, and names the ways out."""
+    from types import SimpleNamespace
+
+    from state.graph_state import GraphState
+
+    config = RunConfig(task_path=str(TASK), dsl="triton", device=device, precision=precision)
+    ctx = SimpleNamespace(config=config, get_json=lambda sha: {"ops": [{"op": op}]})
+    state = GraphState(analysis_sha="a", recent_failures=[failure])
+    hint = runner._tf32_hint(ctx, state)
+    assert bool(hint) == hinted
+    if hinted:
+        assert "--policy hybrid" in hint and "--precision ieee" in hint
