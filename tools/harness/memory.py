@@ -82,21 +82,28 @@ def check_fits(meta: dict, device: str, task) -> None:
 
 
 def check_disk(meta: dict, seeds: int, folders: list[Path]) -> None:
-    """The reference's inputs and outputs for every seed must fit the disk they go to."""
+    """The reference's inputs and outputs for every seed must fit the disk they go to, with
+    what other builds under way will still write there counted as used (disk_claims.py)."""
+    from tools.harness.disk_claims import check_and_claim
+
     inputs, outputs = meta.get("input_bytes"), meta.get("output_bytes")
     if inputs is None or outputs is None:
         return
     needed = seeds * (inputs + outputs) * 1.05
-    stats = os.statvfs(folders[0])
-    free = stats.f_bavail * stats.f_frsize
-    if needed > free:
-        raise DeviceBusy(
-            f"the task's reference ({seeds} seeds of inputs and outputs) needs about "
-            f"{needed / 2**30:.1f} GiB on the disk of {folders[0]} but {free / 2**30:.1f} GiB "
-            f"is free, even after older reference-store entries were removed. Free some disk, "
-            f"point KERNELGRAPH_CACHE_DIR at a larger one, or use --no-cache",
-            disk_bytes=int(needed),
-        )
+
+    def check(free: int) -> None:
+        if needed > free:
+            raise DeviceBusy(
+                f"the task's reference ({seeds} seeds of inputs and outputs) needs about "
+                f"{needed / 2**30:.1f} GiB on the disk of {folders[0]} but "
+                f"{max(free, 0) / 2**30:.1f} GiB is free once other jobs' reference builds "
+                f"under way are counted, even after older reference-store entries were removed. "
+                f"Free some disk, run fewer jobs at once, point KERNELGRAPH_CACHE_DIR at a larger "
+                f"disk, or use --no-cache",
+                disk_bytes=int(needed),
+            )
+
+    check_and_claim(folders[0], int(needed), check)
 
 
 def free_device_bytes(device: str) -> int | None:
