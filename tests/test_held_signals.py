@@ -42,6 +42,15 @@ def start_sleeper(tmp_path) -> Sandboxed:
     )
 
 
+@pytest.fixture(autouse=True)
+def interruptible():
+    """Ctrl-C raises KeyboardInterrupt here, as in a terminal, even when pytest was started in
+    the background (where the shell leaves SIGINT ignored and Python keeps it so)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def test_a_signal_inside_is_delivered_on_the_way_out():
     reached_the_end = False
     with pytest.raises(KeyboardInterrupt):
