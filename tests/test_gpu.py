@@ -116,3 +116,52 @@ def test_compile_check_traces_the_forward_on_the_device(tmp_path):
     report = get_adapter("triton").compile_check(path, "sm_90a", [], [x], "cuda")
     assert report.ok, report.message
     assert report.kernels == ["relu_kernel"]
+
+
+CONV_TASK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(64, 128, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+def get_inputs():
+    return [torch.randn(8, 64, 64, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_tf32rn_convolution_matches_cudnn_tf32_and_only_it(tmp_path):
+    """The builtin's first GPU conv at fp32 (tf32rn) passes against cuDNN with PyTorch's default
+    flags, TF32 on, and fails against the TF32-off reference of `--precision ieee`: the
+    verifier tells the two apart."""
+    from builtin_helpers import builtin_generator
+
+    task = tmp_path / "task.py"
+    task.write_text(CONV_TASK)
+    gen = builtin_generator(task, "triton", tmp_path, device="cuda", precision="fp32")
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(gen.code(None))
+    assert '"DOT": "tf32rn"' in kernel.read_text().splitlines()[0]
+    verdicts = {
+        precision: evaluate(
+            task,
+            kernel,
+            EvalConfig(dsl="triton", device="cuda", seeds=2, precision=precision, profile=False),
+            EvalCache(tmp_path / precision),
+            use_cache=False,
+        )  # fmt: skip
+        for precision in ("fp32", "ieee")
+    }
+    assert verdicts["fp32"].status == "passed", verdicts["fp32"].message
+    assert verdicts["ieee"].status == "incorrect", verdicts["ieee"].message

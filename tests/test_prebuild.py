@@ -56,7 +56,8 @@ def test_upcoming_lists_what_code_writes_next_in_order(tmp_path, conv_task):
     for _ in range(4):
         written.append(model.code({}, written, None))
     assert ahead == written and len(set(written)) == 4
-    assert model.upcoming({}, written[:1], written[0], 2) == written[1:3]
+    after = model.upcoming({}, written[:1], written[0], 2)  # once the default verified
+    assert after[0] == model.code({}, written[:1], written[0]) and len(set(after)) == 2
 
 
 @pytest.fixture

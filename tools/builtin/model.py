@@ -21,6 +21,10 @@ from tools.builtin.kernels import FusedKernel, GemmKernel
 from tools.builtin.module import read_config
 
 Config = dict[str, dict[str, Any]]
+# The tunable that trades accuracy for speed, fastest value first. Until a config verifies, its
+# values come before any tiling change (a wrong result is cured by precision, not tiles); once
+# one verifies it stays put, since every value after it is slower and those before it failed.
+PRECISION = "DOT"
 
 
 class NothingToTry(Exception):
@@ -125,12 +129,24 @@ class BuiltinModel:
         default = gen.default_config()
         configs = [] if default in tried_configs else [default]
         centre = read_config(best_code) or default
-        for config in neighbours(centre, gen.tunables()):
+        for config in _next_configs(centre, gen.tunables(), verified=best_code is not None):
             if len(configs) >= n:
                 break
             if config not in tried_configs and config not in configs:
                 configs.append(config)
         return [gen.code(config) for config in configs[:n]]
+
+
+def _next_configs(
+    centre: Config, spaces: dict[str, dict[str, list[Any]]], verified: bool
+) -> list[Config]:
+    """The neighbours to try, in order, with PRECISION handled as its comment says."""
+    if verified:
+        tiling = {kernel: {p: values for p, values in params.items() if p != PRECISION}
+                  for kernel, params in spaces.items()}  # fmt: skip
+        return neighbours(centre, tiling)
+    found = neighbours(centre, spaces)
+    return sorted(found, key=lambda config: _changed(config, centre)[1] != PRECISION)
 
 
 def neighbours(config: Config, spaces: dict[str, dict[str, list[Any]]]) -> list[Config]:
@@ -170,7 +186,7 @@ def _changed(config: Config, base: Config) -> tuple[str, str] | None:
 
 def _distance(value: Any, current: Any, values: list[Any]) -> float:
     """How far a value is from the current one: by ratio for numbers (64 is as near to 128 as
-    256 is), by place in the list for names (DOT: tf32, tf32x3, ieee, in that order)."""
+    256 is), by place in the list for names (DOT: tf32rn, tf32x3, ieee, in that order)."""
     try:
         return abs(math.log(float(value) / float(current)))
     except (TypeError, ValueError, ZeroDivisionError):

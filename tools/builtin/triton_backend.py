@@ -19,9 +19,13 @@ SMS = 132  # streaming multiprocessors of an H100 SXM: "too few programs" is rel
 MAX_PERSISTENT_R = 32768  # longer rows loop: softmax's max and sum online, in one pass
 INTERPRETER_BLOCK = 1 << 16
 STRIDED_TILE = 16384  # elements of a strided persistent tile (BLOCK_K x BLOCK_R), H100 sweep
-# fp32 products: three TF32 tensor-core products per fp32 one (fp32-accurate, several times
-# the FMA rate) first; IEEE FMAs are the fallback the refine and retry edges reach next.
-FP32_DOTS = ("tf32x3", "ieee")  # fp32-accurate products first, IEEE FMAs as the fallback
+# fp32 products, fastest first: three TF32 tensor-core products per fp32 one (fp32-accurate,
+# several times the FMA rate), then IEEE FMAs. torch's fp32 matmuls are IEEE at both precisions.
+GEMM_DOTS = ("tf32x3", "ieee")
+# Convolutions at fp32 are judged against cuDNN with PyTorch's default flags, TF32 on: one TF32
+# product with operands rounded to nearest as cuDNN rounds them ("tf32rn") reproduces that
+# reference; tf32x3 and IEEE serve the convolutions cuDNN runs without TF32, and `ieee` runs.
+CONV_DOTS = {"fp32": ("tf32rn", "tf32x3", "ieee"), "ieee": GEMM_DOTS}
 
 
 def next_pow2(n: int) -> int:
@@ -70,10 +74,15 @@ class TritonBackend:
         """tl.dot's input precision as Python source: the DOT tuning parameter at fp32."""
         return "DOT" if self.fp32 else {"tf32": '"tf32"'}.get(self.precision)
 
+    def _conv_dots(self) -> tuple[str, ...]:
+        """The DOT values a convolution tries, in order (none when DOT is not tuned)."""
+        if not self.fp32:
+            return ()
+        return CONV_DOTS[self.precision] if self.gpu else GEMM_DOTS  # cuDNN's flags: GPU only
+
     def default(self, kernel) -> dict[str, Any]:
         if isinstance(kernel, ConvKernel):
-            dot = FP32_DOTS[0] if self.fp32 else None
-            return triton_conv.default(kernel, self.gpu, dot)
+            return triton_conv.default(kernel, self.gpu, self._conv_dots()[:1])
         if isinstance(kernel, ScanKernel):
             return triton_scan.default(kernel, self.gpu)
         if isinstance(kernel, PoolKernel):
@@ -106,7 +115,7 @@ class TritonBackend:
         return {"BLOCK_K": block_k, "BLOCK_R": block_r, "num_warps": _warps(block_k * block_r)}
 
     def _gemm_default(self, kernel: GemmKernel) -> dict[str, Any]:
-        dot = {"DOT": FP32_DOTS[0]} if self.fp32 else {}
+        dot = {"DOT": GEMM_DOTS[0]} if self.fp32 else {}
         if not self.gpu:
             return {"BLOCK_M": min(next_pow2(kernel.m), 64), "BLOCK_N": min(next_pow2(kernel.n), 64),
                     "BLOCK_K": min(next_pow2(kernel.k), 64), "GROUP_M": 8, **dot, "num_warps": 1,
@@ -118,8 +127,7 @@ class TritonBackend:
     def tunables(self, kernel: FusedKernel | GemmKernel) -> dict[str, list[Any]]:
         """Values the refine edge may try, per parameter (empty under the interpreter)."""
         if isinstance(kernel, ConvKernel):
-            dots = FP32_DOTS if self.fp32 else ()
-            return triton_conv.tunables(kernel, self.gpu, dots)
+            return triton_conv.tunables(kernel, self.gpu, self._conv_dots())
         if isinstance(kernel, ScanKernel):
             return triton_scan.tunables(kernel, self.gpu)
         if isinstance(kernel, PoolKernel):
@@ -129,7 +137,7 @@ class TritonBackend:
         if isinstance(kernel, PartialReduction):
             return {"BLOCK_R": [2048, 4096, 8192], "num_warps": [4, 8, 16]}
         if isinstance(kernel, GemmKernel):
-            dot = {"DOT": list(FP32_DOTS)} if self.fp32 else {}
+            dot = {"DOT": list(GEMM_DOTS)} if self.fp32 else {}
             return {**dot, "BLOCK_M": [64, 128], "BLOCK_N": [64, 128, 256], "BLOCK_K": [32, 64],
                     "num_warps": [4, 8], "num_stages": [3, 4, 5]}  # fmt: skip
         if kernel.is_pointwise():

@@ -121,8 +121,24 @@ def _tile_output(kernel: ConvKernel) -> list[str]:
     ]
 
 
-def _dot(input_precision: str | None) -> str:
-    return f"acc = tl.dot(a, b, acc{f', input_precision={input_precision}' if input_precision else ''})"
+# fp32 to TF32 rounded to nearest (ties away), as cuDNN converts; tl.dot's "tf32" truncates
+ROUND_TF32 = (
+    "(({x}.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)"
+)
+
+
+def _dot(input_precision: str | None) -> list[str]:
+    if input_precision != "DOT":
+        precision = f", input_precision={input_precision}" if input_precision else ""
+        return [f"acc = tl.dot(a, b, acc{precision})"]
+    return [
+        'if DOT == "tf32rn":  # cuDNN\'s TF32: operands rounded to nearest, one TF32 product',
+        f"    a = {ROUND_TF32.format(x='a')}",
+        f"    b = {ROUND_TF32.format(x='b')}",
+        '    acc = tl.dot(a, b, acc, input_precision="tf32")',
+        "else:",
+        "    acc = tl.dot(a, b, acc, input_precision=DOT)",
+    ]
 
 
 def _flat_gemm(kernel: ConvKernel, input_precision: str | None) -> list[str]:
@@ -154,7 +170,7 @@ def _flat_gemm(kernel: ConvKernel, input_precision: str | None) -> list[str]:
         f"a = tl.load({kernel.x} + {' + '.join(a_offset)}, mask=a_ok, other=0.0)",
         f"b = tl.load({kernel.w} + {' + '.join(b_offset)}, "
         "mask=k_ok[:, None] & n_ok[None, :], other=0.0)",
-        _dot(input_precision),
+        *_dot(input_precision),
     ]
     return lines + _indent(step)
 
@@ -194,7 +210,7 @@ def _channel_gemm(kernel: ConvKernel, input_precision: str | None) -> list[str]:
             "mask=row_ok[:, None] & c_ok[None, :], other=0.0)",
             f"b = tl.load({kernel.w} + w_k[None, :] + ci[:, None] * {kernel.w_ci}, "
             "mask=c_ok[:, None] & n_ok[None, :], other=0.0)",
-            _dot(input_precision),
+            *_dot(input_precision),
         ]),
     ]  # fmt: skip
     if reach:  # this kernel position reaches the phase's outputs only where the stride divides
@@ -256,12 +272,13 @@ def _direct(kernel: ConvKernel) -> list[str]:
     return lines + inner
 
 
-def default(kernel: ConvKernel, gpu: bool, dot: str | None) -> dict[str, Any]:
+def default(kernel: ConvKernel, gpu: bool, dots: tuple[str, ...]) -> dict[str, Any]:
+    """`dots`: the first DOT value to try, or none when DOT is not tuned."""
     if kernel.depthwise:
         if not gpu:
             return {"BLOCK": min(_pow2(kernel.numel), INTERPRETER_BLOCK), "num_warps": 1}
         return {"BLOCK": 256, "num_warps": 4}
-    precision = {"DOT": dot} if dot else {}
+    precision = {"DOT": dots[0]} if dots else {}
     k = kernel.cin_g if kernel.channel_loop else kernel.k  # the K loop's length
     if not gpu:  # the interpreter: fewest program instances
         return {"BLOCK_M": min(_pow2(kernel.phase_m), 64), "BLOCK_N": max(16, min(_pow2(kernel.cout_g), 64)),
