@@ -141,3 +141,46 @@ def test_making_room_on_a_short_disk_evicts_only_what_it_must(tmp_path, monkeypa
     assert store.make_room("mine", 1_000_000) == []  # enough already
     assert store.make_room("mine", 1_050_000) == ["oldest"]
     assert sorted(p.name for p in store.inputs_root.iterdir()) == ["mine", "older"]
+
+
+def test_an_evicted_entrys_lock_file_stays_the_one_a_waiting_builder_holds(tmp_path):
+    """A builder that opened an entry's lock file before an eviction removed the entry, and
+    locks it after, must hold the lock every later opener sees: otherwise a second eviction
+    (or build) takes the entry from under it (seen with five KernelBench runs on one GPU box:
+    "No such file or directory: .../refs/inputs/KEY" blamed on the task)."""
+    import fcntl
+    import os
+
+    store = refstore.ReferenceStore(tmp_path / "refs")
+    with store.using("a") as entry:
+        (entry.inputs_dir / "inputs_1.tf").write_bytes(b"x" * 1000)
+        entry.seal({"ok": True})
+    with open(store.locks / "a.lock", "a+") as waiting:  # opened before the eviction
+        assert store.evict(keep="other", budget_bytes=0) == ["a"]
+        fcntl.flock(waiting, fcntl.LOCK_EX)  # locked after it: builds the entry again
+        entry.reset()
+        (entry.inputs_dir / "inputs_1.tf").write_bytes(b"x" * 1000)
+        assert os.fstat(waiting.fileno()).st_ino == os.stat(store.locks / "a.lock").st_ino
+        assert store.evict(keep="other", budget_bytes=0) == []  # in use: kept
+        assert (entry.inputs_dir / "inputs_1.tf").exists()
+
+
+def test_an_entry_removed_while_its_reference_is_built_is_built_again(
+    cases, tmp_path, store_root, monkeypatch
+):
+    """Another run's eviction removing the entry under construction is the machine's doing:
+    the evaluation is retried, and the task is not blamed."""
+    import shutil
+
+    real_check, removed = evaluate_module.check_worker, []
+
+    def evicted_during_prepare(role, process, result, limit):
+        if role == "prepare" and not removed:
+            removed.append(entries(store_root))
+            shutil.rmtree(store_root / "inputs" / removed[0][0])
+        return real_check(role, process, result, limit)
+
+    monkeypatch.setattr(evaluate_module, "check_worker", evicted_during_prepare)
+    verdict = run(cases, tmp_path)
+    assert verdict.status == PASSED, verdict.message
+    assert len(removed) == 1 and entries(store_root) == removed[0]  # built again, and sealed

@@ -243,6 +243,8 @@ def _evaluate(ev: Evaluation, store: ReferenceStore | None, entry: RefEntry, ada
             if store is not None and exc.disk_bytes:
                 store.make_room(entry.key, exc.disk_bytes)  # the retry finds the room
             raise
+        if not entry.inputs_dir.is_dir():
+            raise InfraFailure("the reference store's entry was removed while it was being built")
         meta = {**_prepare_meta(prep, ev.task), "reference_build_s": round(prep.process.wall_s, 3)}
         entry.seal(meta)
         if store is not None:

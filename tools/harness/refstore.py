@@ -113,6 +113,7 @@ class ReferenceStore:
         """Remove least recently used entries (not in use, not `keep`) until under budget."""
         entries = sorted(self.locks.glob("*.lock"), key=lambda p: p.stat().st_mtime)
         sizes = {p.stem: self._size(p.stem) for p in entries}
+        entries = [p for p in entries if sizes[p.stem]]  # evicted before: nothing to remove
         total, removed = sum(sizes.values()), []
         for lock_path in entries:
             key = lock_path.stem
@@ -128,7 +129,9 @@ class ReferenceStore:
                 entry = self.entry(key)
                 shutil.rmtree(entry.inputs_dir, ignore_errors=True)
                 shutil.rmtree(entry.expected_dir, ignore_errors=True)
-                lock_path.unlink(missing_ok=True)
+                # The lock file stays (a few bytes): unlinked, a builder already waiting on it
+                # would lock a file no later opener sees, and another eviction or build could
+                # then take the entry from under it.
             total -= sizes[key]
             removed.append(key)
         return removed
