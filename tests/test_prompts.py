@@ -289,6 +289,20 @@ def test_the_precision_is_explained(precision, expected):
     assert expected in system
 
 
+@pytest.mark.parametrize(
+    ("precision", "device", "conv_tf32"),
+    [("fp32", "cuda", True), ("fp32", "cpu", False), ("ieee", "cuda", False)],
+)
+def test_the_convolution_reference_flags_are_explained(precision, device, conv_tf32):
+    """fp32 judges with PyTorch's default flags, so a GPU model is told that cuDNN may run a
+    convolution in TF32 and how to reproduce it; `ieee` is fp32 with TF32 off everywhere."""
+    context = base_context(precision=precision, device=device)
+    system = prompts.render("planner", **context)[0]["content"]
+    assert f"Precision {precision}: outputs must match the reference" in system
+    assert ("0xFFFFE000" in system) == conv_tf32
+    assert ("TF32 is disabled on both sides" in system) == (precision == "ieee")
+
+
 def test_the_cpu_interpreter_is_explained_for_triton_on_cpu():
     system = prompts.render("planner", **base_context(device="cpu"))[0]["content"]
     assert "Triton interpreter" in system
