@@ -398,3 +398,24 @@ def test_fp32_sets_pytorchs_default_tf32_flags_as_kernelbench_runs(precision, fo
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
     assert (now == fresh) == follows_defaults
     assert now[1] == "False"  # IEEE matmuls under both
+
+
+def test_an_fp16_task_at_fp32_is_judged_in_fp32_as_kernelbench_casts(tmp_path):
+    """KernelBench's evaluator casts floating inputs and the model to the precision's dtype, so
+    an fp16 task (KernelBench's attention problem makes fp16 inputs) at fp32 is judged in fp32
+    at 1e-4. Judged in fp16 at 1e-4 instead, one fp16 rounding step (2.4e-4 near 0.5) failed the
+    builtin's honest kernel. The kernel must return fp32, as the cast reference does."""
+    from builtin_helpers import task_file
+    from test_builtin import generate, verify
+
+    task = task_file(tmp_path, "torch.softmax((x @ y) * 0.1, dim=-1)",
+                     "torch.randn(8, 16).half(), torch.randn(16, 12).half()")  # fmt: skip
+    kernel = generate(task, tmp_path)
+    assert "dtype=torch.float32" in kernel.read_text()
+    verdict = verify(task, kernel, tmp_path)
+    assert verdict.passed, verdict.message
+    half = tmp_path / "half.py"  # the same kernel, its result cast back to the task's fp16
+    head, _, result = kernel.read_text().rstrip().rpartition("\n        return ")
+    half.write_text(f"{head}\n        return {result}.half()\n")
+    verdict = verify(task, half, tmp_path)
+    assert not verdict.passed and "float16" in verdict.message, verdict.message

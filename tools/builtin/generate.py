@@ -21,8 +21,7 @@ from tools.builtin.program import Program, build_program
 from tools.builtin.reference_init import InitUnavailable, ReferenceInit, extract
 from tools.builtin.split import split_program
 from tools.builtin.triton_backend import TritonBackend
-
-PRECISION_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
+from tools.harness.config import PRECISIONS
 
 # DSL name -> backend factory(device, precision). Adding a DSL to the builtin is one entry.
 BACKENDS: dict[str, Callable[[str, str], Any]] = {"triton": TritonBackend, "cpp": CppBackend}
@@ -46,7 +45,7 @@ class Generator:
             known = ", ".join(sorted(BACKENDS))
             raise Unsupported(f"the {dsl} DSL", f"the builtin writes {known}")
         self.backend = BACKENDS[dsl](device, precision)
-        self.program: Program = build_program(analysis, policy, PRECISION_DTYPES.get(precision))
+        self.program: Program = build_program(analysis, policy, PRECISIONS[precision].dtype)
         for kernel in self.program.kernels:
             if not isinstance(kernel, self.backend.kernel_kinds):
                 raise Unsupported(f"a {kernel.kind} kernel in {dsl}",

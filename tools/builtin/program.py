@@ -127,6 +127,13 @@ class ProgramBuilder:
     def needed_outside(self, key: tuple[str, int], members: set[int]) -> bool:
         return key in self.model_outputs or bool(self.readers.get(key, set()) - members)
 
+    def _dead(self, index: int) -> bool:
+        """Traced, but nothing reads its results, the forward's outputs included (the math
+        attention's cast of its weights to fp16, dropped): no kernel is written for it."""
+        outs = self.ops[index].get("outs") or []
+        keys = [(f"op:{index}", slot) for slot in range(len(outs))]
+        return bool(keys) and not any(self.needed_outside(key, set()) for key in keys)
+
     def out_dtype(self, index: int, slot: int) -> str:
         return float_dtype(self.ops[index]["outs"][slot]["dtype"], self.precision)
 
@@ -200,7 +207,7 @@ class ProgramBuilder:
 
     def add_stage(self, stage: dict[str, Any]) -> None:
         members = [i for i in stage["ops"] if self.ops[i].get("kind") not in NO_COMPUTE]
-        members = [i for i in members if not self.ops[i].get("state")]
+        members = [i for i in members if not self.ops[i].get("state") and not self._dead(i)]
         pending: list[int] = []
         for i in members:
             for first in self.ops[i].get("before") or []:  # batch norm's statistics

@@ -335,12 +335,11 @@ def _fill_sol(verdict: Verdict, config: EvalConfig, meta: dict, peaks: dict | No
             "reason": "no peak figures for this device" if not peaks else "FLOPs/bytes unknown"
         }
         return
-    dtype = config.precision_spec.dtype or _dominant_dtype(meta)
     sol = roofline.speed_of_light(
         meta.get("flops") or 0,
         meta["min_bytes"],
         roofline.Peaks(**peaks),
-        dtype,
+        config.precision_spec.dtype,  # floating inputs are cast to it
         config.precision_spec.allow_tf32,
     )
     verdict.sol = sol
@@ -350,11 +349,6 @@ def _fill_sol(verdict: Verdict, config: EvalConfig, meta: dict, peaks: dict | No
             f"{verdict.sol_pct:.0f}% of speed-of-light: faster than the peak allows, so the data "
             f"stayed in cache between calls or the peak figure ({sol.get('source')}) is too low"
         )
-
-
-def _dominant_dtype(meta: dict) -> str:
-    dtypes = [d for d in meta.get("dtypes", []) if d.startswith(("float", "bfloat"))]
-    return dtypes[0] if dtypes else "float32"
 
 
 def _message(verdict: Verdict, config: EvalConfig) -> str:

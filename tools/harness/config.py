@@ -9,7 +9,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-HARNESS_VERSION = "3"  # 2: inputs made on the device; 3: fp32 lets cuDNN use TF32 (torch default)
+# 2: inputs made on the device; 3: fp32 lets cuDNN use TF32 (torch default); 4: fp32 casts
+HARNESS_VERSION = "4"
 
 
 @functools.cache
@@ -29,22 +30,24 @@ class Precision:
 
     `fp32` is PyTorch's default and KernelBench's: matmuls in IEEE fp32, cuDNN convolutions
     free to use TF32. A conv kernel is then judged against what PyTorch computes, which is what
-    KernelBench's evaluator does too. `ieee` turns TF32 off everywhere."""
+    KernelBench's evaluator does too. `ieee` turns TF32 off everywhere. Every precision casts
+    floating inputs and parameters to its dtype, as KernelBench's evaluator does: an fp16 task
+    run at fp32 is judged in fp32, where a 1e-4 tolerance means something."""
 
     name: str
     atol: float
     rtol: float
     allow_tf32: bool  # matmuls (torch.backends.cuda.matmul, float32_matmul_precision)
-    dtype: str | None  # floating inputs and parameters are cast to this dtype on both sides
+    dtype: str  # floating inputs and parameters are cast to this dtype on both sides
     cudnn_tf32: bool = False  # convolutions (torch.backends.cudnn.allow_tf32)
 
 
 PRECISIONS: dict[str, Precision] = {
     p.name: p
     for p in (
-        Precision("fp32", 1e-4, 1e-4, False, None, cudnn_tf32=True),
-        Precision("ieee", 1e-4, 1e-4, False, None),
-        Precision("tf32", 1e-3, 1e-3, True, None, cudnn_tf32=True),
+        Precision("fp32", 1e-4, 1e-4, False, "float32", cudnn_tf32=True),
+        Precision("ieee", 1e-4, 1e-4, False, "float32"),
+        Precision("tf32", 1e-3, 1e-3, True, "float32", cudnn_tf32=True),
         Precision("fp16", 1e-2, 1e-2, False, "float16"),
         Precision("bf16", 1e-2, 1e-2, False, "bfloat16"),
     )

@@ -226,6 +226,11 @@ def _call(fn, what: str, task: TaskSource):
             f"Shrink the task with --set (its size constants: {task.constants})."
         ) from exc
     except Exception as exc:
+        if not torch.cuda.is_available() and "CUDA" in str(exc):
+            raise TaskError(
+                f"the reference needs a GPU in {what} ({type(exc).__name__}: {exc}): the task makes "
+                f"CUDA tensors itself. Run it with --device cuda on a machine with a GPU."
+            ) from exc
         raise TaskError(
             f"the reference raises in {what}: {type(exc).__name__}: {exc}. Fix {task.path} so "
             f"that it runs on its own."

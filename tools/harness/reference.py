@@ -78,9 +78,7 @@ def build_model(
         model = model_class(*init_inputs)
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"{model_class.__name__}(...) did not return an nn.Module")
-    model = model.to(device)
-    if precision.dtype:
-        model = model.to(getattr(torch, precision.dtype))
+    model = model.to(device=device, dtype=getattr(torch, precision.dtype))  # floating ones only
     if training is not None:  # the candidate follows the reference's train/eval mode
         model.train(training)
     return model
