@@ -400,7 +400,17 @@ def test_fp32_sets_pytorchs_default_tf32_flags_as_kernelbench_runs(precision, fo
     assert now[1] == "False"  # IEEE matmuls under both
 
 
-def test_an_fp16_task_at_fp32_is_judged_in_fp32_as_kernelbench_casts(tmp_path):
+FP16_TASKS = {
+    "matmul_softmax": ("torch.softmax((x @ y) * 0.1, dim=-1)",
+                       "torch.randn(8, 16).half(), torch.randn(16, 12).half()"),
+    # its math decomposition casts the attention weights to fp16 and drops the cast
+    "attention": ("F.scaled_dot_product_attention(x, y, y)",
+                  "torch.rand(1, 2, 16, 8).half(), torch.rand(1, 2, 16, 8).half()"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(FP16_TASKS))
+def test_an_fp16_task_at_fp32_is_judged_in_fp32_as_kernelbench_casts(tmp_path, name):
     """KernelBench's evaluator casts floating inputs and the model to the precision's dtype, so
     an fp16 task (KernelBench's attention problem makes fp16 inputs) at fp32 is judged in fp32
     at 1e-4. Judged in fp16 at 1e-4 instead, one fp16 rounding step (2.4e-4 near 0.5) failed the
@@ -408,8 +418,7 @@ def test_an_fp16_task_at_fp32_is_judged_in_fp32_as_kernelbench_casts(tmp_path):
     from builtin_helpers import task_file
     from test_builtin import generate, verify
 
-    task = task_file(tmp_path, "torch.softmax((x @ y) * 0.1, dim=-1)",
-                     "torch.randn(8, 16).half(), torch.randn(16, 12).half()")  # fmt: skip
+    task = task_file(tmp_path, *FP16_TASKS[name])
     kernel = generate(task, tmp_path)
     assert "dtype=torch.float32" in kernel.read_text()
     verdict = verify(task, kernel, tmp_path)
