@@ -88,7 +88,7 @@ def writable(op: dict[str, Any], policy: str = "strict") -> bool:
 class ProgramBuilder:
     def __init__(self, analysis: dict[str, Any], policy: str, precision_dtype: str | None):
         self.analysis, self.policy, self.precision = analysis, policy, precision_dtype
-        self.updates = prepare_ops(analysis.get("ops") or [])
+        self.updates = prepare_ops(analysis.get("ops") or [], analysis.get("outputs") or [])
         self.ops: list[dict[str, Any]] = self.updates.ops
         self.values: dict[tuple[str, int], Value] = {}
         self.steps: list[Step] = []
@@ -129,7 +129,10 @@ class ProgramBuilder:
 
     def _dead(self, index: int) -> bool:
         """Traced, but nothing reads its results, the forward's outputs included (the math
-        attention's cast of its weights to fp16, dropped): no kernel is written for it."""
+        attention's cast of its weights to fp16, dropped): no kernel is written for it. An
+        in-place op left in place is never dead: its effect is on the data it was given."""
+        if self.ops[index]["op"].endswith("_"):
+            return False
         outs = self.ops[index].get("outs") or []
         keys = [(f"op:{index}", slot) for slot in range(len(outs))]
         return bool(keys) and not any(self.needed_outside(key, set()) for key in keys)

@@ -9,7 +9,10 @@ nothing). `prepare_ops` rewrites the traced op list before the program groups it
 - batch norm in training mode becomes `batch_norm_stats` (an op appended to the list, a
   reduction per channel whose outputs include the new running mean and variance) and, in the
   op's own place, `batch_norm_apply` (pointwise, so it fuses with what follows);
-- an in-place update of module state becomes its out-of-place op.
+- an in-place update of module state becomes its out-of-place op;
+- so does an in-place op on a tensor forward made (`nn.ReLU(inplace=True)`, `y.add_(1)`), when
+  nothing reads that tensor's old value afterwards (through a view taken before, or as an
+  output); otherwise, and on forward's own inputs, it stays unsupported.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from tools.analysis.stages import resolve
 from tools.builtin.errors import Unsupported
 
 # Batch norm's ops: (index of `training`, of `momentum`, of `eps`, running stats kept).
@@ -36,8 +40,16 @@ class Prepared:
     updated_at: dict[str, int] = field(default_factory=dict)  # state label -> first update
 
 
-def prepare_ops(ops: list[dict[str, Any]]) -> Prepared:
+def prepare_ops(ops: list[dict[str, Any]], outputs: list[dict[str, Any]] = ()) -> Prepared:
+    """`outputs`: the analysis's outputs (an in-place op must not change what one returns)."""
     prepared = Prepared([copy.deepcopy(op) for op in ops])
+    for i, op in enumerate(prepared.ops):
+        if (
+            op["op"].endswith("_")
+            and not op.get("state")
+            and _out_of_place_is_safe(ops, i, outputs)
+        ):
+            op["op"] = op["op"][:-1]
     for i, op in enumerate(ops):
         layout = BATCH_NORMS.get(f"{op['op']}.{op['overload']}")
         if layout is not None and op["argv"][layout[0]]:
@@ -57,6 +69,18 @@ def prepare_ops(ops: list[dict[str, Any]]) -> Prepared:
         prepared.write_backs[(f"op:{i}", 0)] = target
     _check_no_stale_reads(prepared, len(ops))
     return prepared
+
+
+def _out_of_place_is_safe(ops: list[dict[str, Any]], i: int, outputs) -> bool:
+    """Whether in-place op `i` may compute a new tensor instead: it mutates a tensor forward
+    made, and after it nothing reads that tensor's old data (a view taken earlier, an output)."""
+    reads = ops[i].get("reads") or []
+    if not reads or not reads[0].startswith("op:"):
+        return False  # forward's inputs, parameters, constants: the caller would see it
+    data = resolve(reads[0], ops)
+    later = [label for op in ops[i + 1 :] for label in op.get("reads") or []]
+    later += [o["ref"]["t"] for o in outputs if "ref" in o]
+    return all(resolve(label, ops) != data for label in later)
 
 
 def _split_batch_norm(prepared: Prepared, i: int, layout: tuple[int, int, int, bool]) -> None:
