@@ -298,7 +298,7 @@ def test_the_convolution_reference_flags_are_explained(precision, device, conv_t
     convolution in TF32 and how to reproduce it; `ieee` is fp32 with TF32 off everywhere."""
     context = base_context(precision=precision, device=device)
     system = prompts.render("planner", **context)[0]["content"]
-    assert f"Precision {precision}: outputs must match the reference" in system
+    assert f"Precision {precision}: the harness casts floating inputs" in system
     assert ("0xFFFFE000" in system) == conv_tf32
     assert ("TF32 is disabled on both sides" in system) == (precision == "ieee")
 
