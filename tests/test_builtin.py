@@ -252,3 +252,20 @@ def test_an_operand_reused_too_little_is_not_copied(tmp_path, tensor_cores):
     task = task_file(tmp_path, "x @ self.w", "torch.randn(9, 20)",
                      params="self.w = nn.Parameter(torch.randn(20, 12))")  # fmt: skip
     assert "k_major" not in generate(task, tmp_path).read_text()
+
+
+SPLITS = {
+    "chunk": "(lambda a, b: a * b + 1)(*(x * 2)[:, :4].chunk(2, dim=1))",
+    "split_sizes": "(lambda a, b, c: a - c + b.sum(dim=2, keepdim=True))(*(x + 1).split([2, 3, 2], dim=2))",
+    "unbind": "(lambda a, b, c: a * 2 + b - c)(*torch.relu(x).unbind(0))",
+    "split_of_a_gemm": "(lambda q, k: q @ k.t())(*(x[0] @ self.w).split(4, dim=1))",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(SPLITS))
+def test_every_piece_of_a_split_is_its_own_view(tmp_path, name):
+    """split, chunk and unbind make several views of one tensor at different offsets: each
+    piece must be read at its own (MinGPT's q, k, v from one projection all read the first)."""
+    task = task_file(tmp_path, SPLITS[name], X3, params="self.w = nn.Parameter(torch.randn(7, 8))")
+    verdict = verify(task, generate(task, tmp_path), tmp_path)
+    assert verdict.passed, verdict.message

@@ -91,7 +91,8 @@ class GroupContext:
 
     ops: list[dict[str, Any]]
     external: Callable[[dict], Value]  # a ref's forward tensor (views applied), for loading
-    chain: Callable[[dict], tuple[tuple[str, int], list[int]]]  # ref -> (producer key, views)
+    # ref -> (producer key, views as (op index, output slot))
+    chain: Callable[[dict], tuple[tuple[str, int], list[tuple[int, int]]]]
     needed_outside: Callable[[tuple[str, int], set[int]], bool]
     out_dtype: Callable[[int, int], str]
 
@@ -203,12 +204,12 @@ class GroupBuilder:
         return Expr("load", attr=load)
 
     def _in_group(
-        self, held: InGroup, views: list[int], shape: list[int], space: str, place=None
+        self, held: InGroup, views: list[tuple[int, int]], shape: list[int], space: str, place=None
     ) -> Expr:
         current = list(held.shape)
-        for v in views:
+        for v, slot in views:
             op = self.ctx.ops[v]
-            out = op["outs"][0]["shape"]
+            out = op["outs"][slot]["shape"]
             if op_name(op) not in RESHAPES or numel(out) != numel(current):
                 raise FusionError(f"{op['op']} of a value inside the kernel")
             current = list(out)

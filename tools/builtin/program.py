@@ -101,12 +101,13 @@ class ProgramBuilder:
 
     # ------------------------------------------------------------ data flow
 
-    def chain(self, ref: dict) -> tuple[tuple[str, int], list[int]]:
-        """(producer key, view op indices from the producer to ref) for a tensor ref."""
+    def chain(self, ref: dict) -> tuple[tuple[str, int], list[tuple[int, int]]]:
+        """(producer key, the views from the producer to ref as (op index, output slot): split
+        and unbind make several) for a tensor ref."""
         label, slot, views = ref["t"], ref.get("o", 0), []
         while label.startswith("op:") and self.ops[int(label[3:])].get("kind") == VIEW:
             index = int(label[3:])
-            views.append(index)
+            views.append((index, slot))
             source = self.ops[index]["argv"][0]
             label, slot = source["t"], source.get("o", 0)
         return (label, slot), views[::-1]
@@ -167,8 +168,8 @@ class ProgramBuilder:
             raise Unsupported("a constant tensor made in forward or kept as a plain attribute",
                               CONSTANTS)  # fmt: skip
         value = self.values[key]
-        for index in views:
-            value = self._view(index, value)
+        for index, slot in views:
+            value = self._view(index, slot, value)
         return value
 
     def _made(self, index: int, op: dict) -> None:
@@ -184,20 +185,20 @@ class ProgramBuilder:
         self.steps.append(Step("factory", [var], call, args, out_shapes=[(shape, dtype)]))
         self._set((f"op:{index}", 0), var, shape, dtype)
 
-    def _view(self, index: int, source: Value) -> Value:
+    def _view(self, index: int, slot: int, source: Value) -> Value:
         """A view step, written as as_strided of the producer's tensor (the meta replay gives
         the exact sizes, strides and offset; torch.ops is not allowed in a kernel file)."""
-        key = (f"op:{index}", 0)
+        key = (f"op:{index}", slot)
         if key in self.values:
             return self.values[key]
         op = self.ops[index]
-        meta = replay(op, lambda ref: self.external(ref).meta)[0]
+        meta = replay(op, lambda ref: self.external(ref).meta)[slot]
         base = self._base(source)
-        var = f"v{index}"
+        var = f"v{index}" if slot == 0 else f"v{index}_{slot}"
         args = f"{list(meta.shape)}, {list(meta.stride())}, {meta.storage_offset()}"
         self.steps.append(Step("view", [var], f"{base}.as_strided", args))
         self.bases[var] = base
-        return self._set(key, var, list(meta.shape), op["outs"][0]["dtype"], meta)
+        return self._set(key, var, list(meta.shape), op["outs"][slot]["dtype"], meta)
 
     def _base(self, value: Value) -> str:
         return self.bases.get(value.var, value.var)
