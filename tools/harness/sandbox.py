@@ -201,12 +201,18 @@ def scrubbed_env(extra: dict[str, str], home: Path) -> dict[str, str]:
     return {k: v for k, v in env.items() if not any(m in k.upper() for m in SECRET_MARKERS)}
 
 
-def _child_setup(cpu_s: int) -> None:
-    """Runs in the child between fork and exec: die with the parent, cap CPU time, no cores."""
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """In a child between fork and exec: get `sig` when the parent dies, so no child outlives
+    the process that started it (even one killed by SIGKILL)."""
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
     if os.getppid() == 1:  # the parent died before prctl took effect
         os._exit(1)
+
+
+def _child_setup(cpu_s: int) -> None:
+    """Runs in the child between fork and exec: die with the parent, cap CPU time, no cores."""
+    die_with_parent()
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
