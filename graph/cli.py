@@ -260,6 +260,7 @@ def _validation_message(exc) -> str:
     return "invalid setting: " + "; ".join(parts)
 
 
+import graph.bench.cli  # noqa: E402,F401  (registers bench and report on `app`)
 import graph.cli_inspect  # noqa: E402,F401  (registers run, resume, branch, ... on `app`)
 
 if __name__ == "__main__":

@@ -1,0 +1,1 @@
+"""`kernelgraph bench`: a KernelBench-format suite run task by task, its metrics and reports."""

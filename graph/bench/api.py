@@ -1,0 +1,180 @@
+"""`kernelgraph bench` as plain functions: start a bench over a suite, resume one, and read a
+finished one back. Every problem is an ordinary run in the run store (`runs`, `show`, `resume`
+and `export` work on it); the bench folder keeps what ties them together."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+from graph.bench import folder as bench_folder
+from graph.bench.executors import ExecutorOptions, make_executor
+from graph.bench.job import PROJECT_ROOT, Job, stop_live_runs
+from graph.bench.metrics import latest, summarize
+from graph.bench.progress import BenchProgress
+from graph.bench.report import write_report
+from graph.bench.scheduler import Dispatcher, plan
+from graph.bench.suite import discover
+from state.bench import (
+    BenchEnvironment,
+    BenchManifest,
+    BenchSettings,
+    BenchSummary,
+    SampleResult,
+)
+from state.store import default_path
+
+
+@dataclass
+class BenchOutcome:
+    folder: Path
+    manifest: BenchManifest
+    results: list[SampleResult]  # the last result of each (problem, sample)
+    summary: BenchSummary
+    reports: tuple[Path, Path] | None = None
+    interrupted: bool = False
+    elapsed_s: float = 0.0
+    ran: int = 0  # jobs this invocation ran to a result
+    skipped: int = 0  # jobs already finished by an earlier invocation
+    notes: list[str] = field(default_factory=list)
+
+
+def start_bench(settings: BenchSettings, out: Path | None, executor: ExecutorOptions,
+                db: Path | None = None, progress: BenchProgress | None = None) -> BenchOutcome:  # fmt: skip
+    """A new bench: the suite's problems, run as `settings` says, into folder `out`."""
+    problems = discover(Path(settings.suite), settings.only)
+    out = out or default_folder(settings.suite)
+    if (out / bench_folder.MANIFEST).exists():
+        from tools.harness.verdict import UsageError
+
+        raise UsageError(
+            f"{out} already holds a bench: continue it with kernelgraph bench --resume {out}, "
+            f"or pick another --out."
+        )
+    manifest = BenchManifest(
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        settings=settings,
+        problems=problems,
+        db=str(Path(db or default_path()).resolve()),
+    )
+    bench_folder.write_manifest(out, manifest)
+    return _drive(out, manifest, executor, progress)
+
+
+def resume_bench(folder: Path, executor: ExecutorOptions,
+                 progress: BenchProgress | None = None) -> BenchOutcome:  # fmt: skip
+    """Go on with a bench after a kill: finished problems are skipped, started runs resumed."""
+    return _drive(Path(folder), bench_folder.read_manifest(folder), executor, progress)
+
+
+def load_bench(folder: Path) -> BenchOutcome:
+    """A bench as it stands on disk (finished or not), with its summary; runs nothing."""
+    manifest = bench_folder.read_manifest(folder)
+    results = latest(bench_folder.read_results(folder))
+    summary = summarize(manifest.problems, results, manifest.settings.samples)
+    return BenchOutcome(Path(folder), manifest, results, summary)
+
+
+def _drive(out: Path, manifest: BenchManifest, options: ExecutorOptions,
+           progress: BenchProgress | None) -> BenchOutcome:  # fmt: skip
+    start = time.monotonic()
+    db = Path(manifest.db)
+    earlier = bench_folder.read_results(out)
+    todo = plan(manifest, out, db, earlier, bench_folder.started_runs(out))
+    for result in todo.recovered:
+        bench_folder.append_result(out, result)
+    executor = make_executor("ray" if options.ray_address else "local", options)
+    progress = progress or BenchProgress(quiet=True)
+    ran: list[SampleResult] = []
+    workers: list = []
+    dispatcher = None
+    try:
+        workers = executor.workers()
+        progress.begin(total=len(manifest.problems) * manifest.settings.samples,
+                       done=todo.done + len(todo.recovered), workers=len(workers))  # fmt: skip
+
+        def finished(result: SampleResult) -> None:
+            bench_folder.append_result(out, result)
+            ran.append(result)
+            progress.finished(result)
+
+        def started_run(job: Job) -> str | None:
+            return bench_folder.started_runs(out).get((job.problem["name"], job.sample))
+
+        dispatcher = Dispatcher(workers, progress.started, finished, started_run)
+        dispatcher.run(todo.jobs)
+        interrupted = False
+    except KeyboardInterrupt:
+        if dispatcher is not None:
+            dispatcher.stop()
+        stop_live_runs()
+        interrupted = True
+    finally:
+        progress.close()
+        executor.close()
+    manifest.environment = environment(db, earlier + ran, executor, len(workers))
+    bench_folder.write_manifest(out, manifest)
+    outcome = load_bench(out)
+    outcome.interrupted = interrupted
+    outcome.elapsed_s = round(time.monotonic() - start, 1)
+    outcome.ran, outcome.skipped = len(ran), todo.done + len(todo.recovered)
+    outcome.reports = write_report(out, outcome.manifest, outcome.summary, outcome.results)
+    return outcome
+
+
+def default_folder(suite: str) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"bench-{Path(suite).resolve().name}-{stamp}"
+
+
+def environment(db: Path, results: list[SampleResult], executor, devices: int) -> BenchEnvironment:
+    """What the figures were measured on, from the verdicts themselves (each harness worker
+    records its device, driver and versions), so the bench process needs no GPU of its own."""
+    env = _verdict_env(db, [r.run_id for r in results if r.run_id])
+    return BenchEnvironment(
+        host=socket.gethostname(),
+        device_name=str(env.get("gpu_name") or env.get("cpu_model") or ""),
+        devices=devices,
+        driver=env.get("driver_version"),
+        cuda=env.get("cuda_runtime"),
+        torch=str(env.get("torch_version") or ""),
+        triton=_version("triton"),
+        kernelgraph=kernelgraph_version(),
+        executor=executor.name,
+    )
+
+
+def _verdict_env(db: Path, run_ids: list[str]) -> dict:
+    from state.store import open_store
+
+    with open_store(db) as store:
+        for run_id in run_ids:
+            for evaluation in store.evaluations_for_run(run_id):
+                if evaluation.get("env") and not evaluation["verdict"].get("cached"):
+                    return evaluation["env"]
+    return {}
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def kernelgraph_version() -> str:
+    """The package version, and the checkout's commit when there is one."""
+    version = _version("kernelgraph") or "unknown"
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
+            text=True, timeout=5,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    return f"{version} ({commit})" if commit else version

@@ -1,0 +1,120 @@
+"""The bench's scheduling, without runs: which jobs a bench still owes after a kill, and how
+jobs go to workers when a worker dies (the Ray case) — with fake workers, a real run store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from graph.bench.executors import WorkerLost
+from graph.bench.job import Job
+from graph.bench.scheduler import Dispatcher, plan
+from state.bench import BenchManifest, BenchProblem, BenchSettings, SampleResult
+from state.store import open_store
+
+
+def manifest(names: list[str], samples: int = 1) -> BenchManifest:
+    problems = [BenchProblem(name=n, path=f"/suite/{n}.py") for n in names]
+    settings = BenchSettings(suite="/suite", dsl="cpp", device="cpu", model="builtin",
+                             samples=samples, run_args=["--dsl", "cpp"])  # fmt: skip
+    return BenchManifest(created_at="now", db="db", settings=settings, problems=problems)
+
+
+def store_run(db: Path, status: str) -> str:
+    with open_store(db) as store:
+        run_id = store.create_run(kind="run", task_path="t.py", task_hash="h", dsl="cpp",
+                                  device="cpu", config={})  # fmt: skip
+        store.update_run(run_id, status=status)
+    return run_id
+
+
+def test_a_resumed_bench_skips_finished_jobs_reads_back_finished_runs_and_resumes_the_rest(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "kg.db"
+    done, finished_while_down = store_run(db, "verified"), store_run(db, "no_verified_kernel")
+    interrupted = store_run(db, "interrupted")
+    bench = manifest(["a", "b", "c", "d", "e"])
+    results = [
+        SampleResult(problem="a", status="verified", run_id=done),
+        SampleResult(problem="e", status="crashed"),  # not final: run again
+    ]
+    started = {("a", 0): done, ("b", 0): finished_while_down, ("c", 0): interrupted}
+    owed = plan(bench, tmp_path, db, results, started)
+    assert owed.done == 1
+    assert [(r.problem, r.status, r.run_id) for r in owed.recovered] == [
+        ("b", "no_verified_kernel", finished_while_down)
+    ]
+    jobs = {job.problem["name"]: job for job in owed.jobs}
+    assert sorted(jobs) == ["c", "d", "e"]
+    assert jobs["c"].resume_run_id == interrupted  # continued, not started afresh
+    assert jobs["d"].resume_run_id is None and jobs["e"].resume_run_id is None
+    assert jobs["d"].run_args == ["--dsl", "cpp"]
+
+
+def test_every_sample_is_a_job(tmp_path: Path) -> None:
+    owed = plan(manifest(["a", "b"], samples=3), tmp_path, tmp_path / "kg.db", [], {})
+    assert sorted((j.problem["name"], j.sample) for j in owed.jobs) == [
+        (n, s) for n in "ab" for s in range(3)
+    ]
+
+
+class FakeWorker:
+    """Runs jobs instantly; `lose` lists the attempts (1-based, over all jobs) that die."""
+
+    def __init__(self, name: str, lose: set[int] | None = None, always_lost: bool = False):
+        self.name, self.lose, self.always_lost = name, lose or set(), always_lost
+        self.calls: list[Job] = []
+
+    def run(self, job: Job) -> SampleResult:
+        self.calls.append(job)
+        if self.always_lost or len(self.calls) in self.lose:
+            raise WorkerLost(f"{self.name} died")
+        return SampleResult(problem=job.problem["name"], sample=job.sample, status="verified",
+                            worker=self.name, run_id=job.resume_run_id)  # fmt: skip
+
+
+def jobs(names: list[str]) -> list[Job]:
+    return [Job(problem={"name": n, "path": n}, sample=0, run_args=[], db="db", folder="f")
+            for n in names]  # fmt: skip
+
+
+def dispatch(workers, names, started=None):
+    results = []
+    dispatcher = Dispatcher(workers, lambda job, worker: None, results.append,
+                            lambda job: (started or {}).get(job.problem["name"]))  # fmt: skip
+    dispatcher.run(jobs(names))
+    return results
+
+
+def test_each_job_runs_once_over_all_workers() -> None:
+    workers = [FakeWorker("gpu0"), FakeWorker("gpu1")]
+    results = dispatch(workers, [f"p{i}" for i in range(6)])
+    assert sorted(r.problem for r in results) == [f"p{i}" for i in range(6)]
+    assert sum(len(w.calls) for w in workers) == 6
+
+
+def test_a_job_whose_worker_died_is_retried_resuming_its_run() -> None:
+    flaky = FakeWorker("gpu0", lose={1})
+    results = dispatch([flaky], ["p0"], started={"p0": "r-started"})
+    assert [(r.problem, r.status, r.run_id) for r in results] == [("p0", "verified", "r-started")]
+    assert [c.resume_run_id for c in flaky.calls] == [None, "r-started"]
+
+
+def test_a_dead_worker_retires_and_the_others_take_its_jobs() -> None:
+    dead, good = FakeWorker("gpu0", always_lost=True), FakeWorker("gpu1")
+    results = dispatch([dead, good], [f"p{i}" for i in range(4)])
+    assert sorted((r.problem, r.status) for r in results) == [
+        (f"p{i}", "verified") for i in range(4)
+    ]
+    assert len(dead.calls) == 2  # lost twice in a row: retired
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_with_every_worker_lost_the_jobs_end_as_crashed_naming_why(count: int) -> None:
+    workers = [FakeWorker(f"gpu{i}", always_lost=True) for i in range(count)]
+    results = dispatch(workers, ["p0", "p1"])
+    assert sorted(r.problem for r in results) == ["p0", "p1"]
+    assert {r.status for r in results} == {"crashed"}
+    assert all("lost" in r.message or "no worker" in r.message for r in results)
