@@ -26,7 +26,7 @@ def list_runs(db: Path | None = None, limit: int | None = None) -> list[dict[str
             {
                 "run_id": run["id"],
                 "created_at": run["created_at"],
-                "status": _status(run),
+                "status": live_status(run),
                 "stop_reason": run["stop_reason"],
                 "dsl": run["dsl"],
                 "device": run["device"],
@@ -37,7 +37,7 @@ def list_runs(db: Path | None = None, limit: int | None = None) -> list[dict[str
     return rows
 
 
-def _status(run: dict) -> str:
+def live_status(run: dict) -> str:
     """A run marked running whose process is gone (killed, crashed) is interrupted."""
     if run["status"] == "running" and not run_lock.held_by_live_process(run):
         return "interrupted"
@@ -63,7 +63,7 @@ def show(run_id: str, candidate_id: str | None = None, db: Path | None = None) -
     pending = snapshot.interrupts[0].value["candidate_id"] if snapshot.interrupts else None
     data = {
         "run": {k: row[k] for k in ("id", "stop_reason", "dsl", "device")}
-        | {"status": _status(row)},
+        | {"status": live_status(row)},
         "spend": spend_of(store, run_id),
         "spend_by_node": node_spend(store, run_id),
         "baseline": state.baseline.model_dump() if state.baseline else None,

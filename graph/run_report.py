@@ -14,7 +14,7 @@ from matplotlib.ticker import MaxNLocator
 from graph import html_page as hp
 from graph.build import compile_graph
 from graph.checkpoints import checkpoint_list
-from graph.inspect import _status, run_state
+from graph.inspect import live_status, run_state
 from graph.routes import failed
 from graph.runner import _open_run, spend_of
 from graph.summary import STOP_MESSAGES
@@ -125,7 +125,11 @@ def run_report_data(run_id: str, db: Path | None = None) -> dict[str, Any]:
     best = state.best.model_dump() if state.best else None
     return {
         "run": {k: row[k] for k in ("id", "task_path", "dsl", "device", "created_at")}
-        | {"status": _status(row), "stop_reason": row["stop_reason"], "active_s": row["active_s"]}
+        | {
+            "status": live_status(row),
+            "stop_reason": row["stop_reason"],
+            "active_s": row["active_s"],
+        }
         | {"stop_message": STOP_MESSAGES.get(row["stop_reason"] or "", "")},
         "best": best,
         "baseline": state.baseline.model_dump() if state.baseline else None,

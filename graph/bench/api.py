@@ -106,7 +106,7 @@ def _drive(out: Path, manifest: BenchManifest, options: ExecutorOptions,
         def started_run(job: Job) -> str | None:
             return bench_folder.started_runs(out).get((job.problem["name"], job.sample))
 
-        dispatcher = Dispatcher(workers, progress.started, finished, started_run)
+        dispatcher = Dispatcher(workers, progress.started, finished, started_run, progress.lost)
         dispatcher.run(todo.jobs)
         interrupted = False
     except KeyboardInterrupt:

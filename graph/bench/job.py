@@ -182,7 +182,7 @@ def _tail(path: Path, lines: int = 3) -> str:
 def details(result: SampleResult, run_id: str, db: Path) -> SampleResult:
     """Fill in what the run store knows: the best kernel's timing and roofline against the
     run's one baseline, candidates, spend, and the time to the first verified candidate."""
-    from graph.inspect import run_state
+    from graph.inspect import live_status, run_state
     from state.llm_calls import run_spend
     from state.store import open_store
 
@@ -206,7 +206,7 @@ def details(result: SampleResult, run_id: str, db: Path) -> SampleResult:
         "tokens_out": spend.get("tokens_out", 0),
         "usd": spend.get("usd"),
         "first_verified_s": _first_verified_s(run["created_at"], evaluations),
-        "status": result.status if result.status != "crashed" else _store_status(run),
+        "status": result.status if result.status != "crashed" else live_status(run),
     }
     if best is not None:
         update |= {
@@ -225,11 +225,6 @@ def details(result: SampleResult, run_id: str, db: Path) -> SampleResult:
             "cached": bool(verdict.get("cached") or (baseline and baseline.cached)),
         }
     return result.model_copy(update=update)
-
-
-def _store_status(run: dict) -> str:
-    """A run whose process died without a summary: what its row says, if it says more."""
-    return run["status"] if run["status"] not in ("running", "created") else "crashed"
 
 
 def _first_verified_s(run_created: str, evaluations: list[dict]) -> float | None:

@@ -45,6 +45,11 @@ class BenchProgress:
             self.running[job.key] = worker
         self._refresh(f"start {job.key} on {worker}")
 
+    def lost(self, job, why: str) -> None:
+        with self.lock:
+            self.running.pop(job.key, None)
+        self._refresh(f"{job.key}: worker lost ({why}); the job goes back in the queue")
+
     def finished(self, result: SampleResult) -> None:
         with self.lock:
             self.running.pop(f"{result.problem}#{result.sample}", None)

@@ -62,12 +62,12 @@ def plan(manifest: BenchManifest, folder: Path, db: Path, results: list[SampleRe
 
 
 def _run_status(db: Path, run_id: str) -> str | None:
-    from graph.inspect import _status
+    from graph.inspect import live_status
     from state.store import open_store
 
     with open_store(db) as store:
         row = store.get_run(run_id)
-    return _status(row) if row else None
+    return live_status(row) if row else None
 
 
 class Dispatcher:
@@ -76,8 +76,9 @@ class Dispatcher:
 
     def __init__(self, workers: list, on_start: Callable[[Job, str], None],
                  on_result: Callable[[SampleResult], None],
-                 started_run: Callable[[Job], str | None]) -> None:  # fmt: skip
-        self.workers = workers
+                 started_run: Callable[[Job], str | None],
+                 on_lost: Callable[[Job, str], None] = lambda job, why: None) -> None:  # fmt: skip
+        self.workers, self.on_lost = workers, on_lost
         self.on_start, self.on_result, self.started_run = on_start, on_result, started_run
         self.todo: queue.Queue[tuple[Job, int]] = queue.Queue()
         self.stopping = threading.Event()
@@ -117,6 +118,7 @@ class Dispatcher:
                 result = worker.run(job)
             except WorkerLost as exc:
                 losses += 1
+                self.on_lost(job, str(exc))
                 self._retry(job, attempt, str(exc))
                 continue
             losses = 0
