@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -176,3 +177,34 @@ def test_bench_refuses_to_overwrite_a_bench_folder(tmp_path: Path, script: Path)
     proc = kernelgraph(*bench_args(suite, script, out), cwd=tmp_path)
     assert proc.returncode == 2
     assert_readable_error(proc, f"kernelgraph bench --resume {out}")
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_bench_cleanly_and_says_how_to_go_on(tmp_path: Path, script: Path):
+    suite = make_suite(tmp_path / "kb", ["1_ScaleAdd"])
+    out, db = tmp_path / "bench", tmp_path / "kg.db"
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "graph.cli", *bench_args(suite, script, out, "--db", str(db))],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    run_id = _wait_for_started(out, "level1/1_ScaleAdd")
+    bench.send_signal(signal.SIGTERM)
+    _, errs = bench.communicate(timeout=120)
+    assert bench.returncode == 3, errs
+    assert f"kernelgraph bench --resume {out}" in " ".join(errs.split())
+    assert "Traceback" not in errs
+    assert not (out / "results.jsonl").exists()  # an interrupted run is owed, not a result
+    listed = json_line(kernelgraph("runs", "--db", str(db), "--json", cwd=tmp_path))
+    assert [(r["run_id"], r["status"]) for r in listed] == [(run_id, "interrupted")]
+
+
+def test_a_run_past_its_cap_ends_as_timeout_and_the_bench_goes_on(tmp_path: Path, script: Path):
+    suite = make_suite(tmp_path / "kb", ["1_ScaleAdd"])
+    out = tmp_path / "bench"
+    args = bench_args(suite, script, out, "--db", str(tmp_path / "kg.db"), "--task-timeout", "1")
+    proc = kernelgraph(*args, "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (result,) = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert (result["status"], result["verified"]) == ("timeout", False)
+    assert "level1/1_ScaleAdd" in (out / "report.md").read_text().split("Not verified")[1]

@@ -150,14 +150,14 @@ def environment(db: Path, results: list[SampleResult], executor, devices: int) -
 
 
 def _verdict_env(db: Path, run_ids: list[str]) -> dict:
+    """The environment of the first evaluation measured by this bench's runs (a cached one's
+    if every verdict came from the cache)."""
     from state.store import open_store
 
     with open_store(db) as store:
-        for run_id in run_ids:
-            for evaluation in store.evaluations_for_run(run_id):
-                if evaluation.get("env") and not evaluation["verdict"].get("cached"):
-                    return evaluation["env"]
-    return {}
+        envs = [(e["verdict"].get("cached", False), e["env"])
+                for run_id in run_ids for e in store.evaluations_for_run(run_id) if e.get("env")]  # fmt: skip
+    return min(envs, key=lambda pair: pair[0], default=(False, {}))[1]
 
 
 def _version(package: str) -> str | None:

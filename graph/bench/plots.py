@@ -85,7 +85,9 @@ def _roofline(ax: Axes, best: dict[str, SampleResult], categories: dict[str, str
     if not points:
         ax.set_xlim(0.01, 100)
         ax.set_ylim(1e6, 1e12)
-        _note(ax, "no verified kernel with a roofline")
+        data_only = sum(1 for r in _verified(best) if r.flops == 0)
+        why = f"\n({data_only} move data only: no FLOPs counted;\nsee % of speed-of-light)"
+        _note(ax, "no verified kernel with a roofline" + (why if data_only else ""))
         return
     intensity = [r.flops / r.bytes for r in points]
     achieved = [r.flops / (r.kernel_ms * 1e-3) for r in points]
