@@ -295,7 +295,7 @@ def _prices(items: list[str] | None) -> dict[str, Price]:
 
 def _finish(action, progress: Progress, as_json: bool, db: Path | None = None) -> None:
     """Run `action` with Ctrl-C/SIGTERM as a clean stop, print the summary, exit with its code."""
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    previous = signal.signal(signal.SIGTERM, raise_interrupt)
     try:
         summary: RunSummary = action()
     finally:
@@ -315,5 +315,5 @@ def _finish(action, progress: Progress, as_json: bool, db: Path | None = None) -
     raise typer.Exit(summary.code())
 
 
-def _raise_interrupt(signum, frame) -> None:
+def raise_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt

@@ -38,6 +38,13 @@ from tools.task import TaskSource
 
 def validate_config(config: RunConfig) -> None:
     """Reject bad settings before a run exists (UsageError / TaskError: exit code 2)."""
+    validate_settings(config)
+    TaskSource.read(config.task_path, config.sets)
+
+
+def validate_settings(config: RunConfig, device_here: bool = True) -> None:
+    """The settings alone, without the task: a DSL that exists and runs on the device, a known
+    precision and policy; with `device_here`, a CUDA device on this machine."""
     try:
         adapter = get_adapter(config.dsl)
     except KeyError as exc:
@@ -46,7 +53,7 @@ def validate_config(config: RunConfig) -> None:
         raise UsageError(
             f"--dsl {config.dsl} runs on {', '.join(adapter.devices)}, not on {config.device}."
         )
-    if config.device.startswith("cuda"):
+    if device_here and config.device.startswith("cuda"):
         import torch
 
         if not torch.cuda.is_available():
@@ -55,7 +62,6 @@ def validate_config(config: RunConfig) -> None:
         raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}")
     if config.policy not in POLICIES:
         raise UsageError(f"--policy must be one of {', '.join(POLICIES)}")
-    TaskSource.read(config.task_path, config.sets)
 
 
 def start(config: RunConfig, db: Path | None = None, progress: Progress | None = None,

@@ -118,3 +118,62 @@ def test_with_every_worker_lost_the_jobs_end_as_crashed_naming_why(count: int) -
     assert sorted(r.problem for r in results) == ["p0", "p1"]
     assert {r.status for r in results} == {"crashed"}
     assert all("lost" in r.message or "no worker" in r.message for r in results)
+
+
+class Replies:
+    """A worker whose runs end as given, in turn."""
+
+    name = "gpu0"
+
+    def __init__(self, *outcomes: dict):
+        self.outcomes, self.calls = list(outcomes), []
+
+    def run(self, job: Job) -> SampleResult:
+        self.calls.append(job)
+        return SampleResult(problem=job.problem["name"], sample=job.sample, **self.outcomes.pop(0))
+
+
+def test_a_run_the_machine_failed_is_resumed_once_more() -> None:
+    failed = {
+        "status": "interrupted",
+        "stop_reason": "harness_error",
+        "run_id": "r-1",
+        "exit_code": 3,
+    }
+    worker = Replies(failed, {"status": "verified", "run_id": "r-1"})
+    results = []
+    Dispatcher([worker], lambda j, w: None, results.append, lambda j: None,
+               retry_run=lambda r: r.stop_reason == "harness_error").run(jobs(["p0"]))  # fmt: skip
+    assert [r.status for r in results] == ["verified"]
+    assert [c.resume_run_id for c in worker.calls] == [None, "r-1"]
+
+
+@pytest.fixture
+def session(tmp_path: Path):
+    from graph.bench.api import BenchSession
+    from graph.bench.progress import BenchProgress
+
+    def make(worker) -> BenchSession:
+        return BenchSession(tmp_path, [worker], BenchProgress(quiet=True))
+
+    return make
+
+
+def test_an_endpoint_outage_pauses_the_bench_and_keeps_its_run_owed(session, tmp_path: Path):
+    down = {"status": "interrupted", "stop_reason": "endpoint_down", "exit_code": 3,
+            "message": "gpt @ url is not answering after 5 tries"}  # fmt: skip
+    worker = Replies(down, {"status": "verified"})
+    bench = session(worker)
+    bench.run(jobs(["p0", "p1"]))
+    assert bench.paused == "gpt @ url is not answering after 5 tries"
+    assert len(worker.calls) == 1  # no new run starts against a dead endpoint
+    assert not (tmp_path / "results.jsonl").exists()  # owed: --resume runs it
+
+
+@pytest.mark.parametrize("status", ["crashed", "interrupted"])
+def test_a_run_that_refuses_the_options_stops_the_bench(session, tmp_path: Path, status: str):
+    refused = {"status": status, "exit_code": 2, "message": "auth failed: the key was refused"}
+    bench = session(Replies(refused, {"status": "verified"}))
+    bench.run(jobs(["p0", "p1"]))
+    assert bench.refused == "auth failed: the key was refused"
+    assert bench.ran == []

@@ -20,6 +20,7 @@ from graph.bench.progress import BenchProgress
 from graph.bench.report import write_report
 from graph.bench.scheduler import Dispatcher, plan
 from graph.bench.suite import discover
+from graph.runner import validate_settings
 from state.bench import (
     BenchEnvironment,
     BenchManifest,
@@ -27,7 +28,9 @@ from state.bench import (
     BenchSummary,
     SampleResult,
 )
+from state.config import RunConfig
 from state.store import default_path
+from tools.harness.verdict import UsageError
 
 
 @dataclass
@@ -48,10 +51,11 @@ def start_bench(settings: BenchSettings, out: Path | None, executor: ExecutorOpt
                 db: Path | None = None, progress: BenchProgress | None = None) -> BenchOutcome:  # fmt: skip
     """A new bench: the suite's problems, run as `settings` says, into folder `out`."""
     problems = discover(Path(settings.suite), settings.only)
+    check = RunConfig(task_path=problems[0].path, dsl=settings.dsl, device=settings.device,
+                      precision=settings.precision, policy=settings.policy)  # fmt: skip
+    validate_settings(check, device_here=not executor.ray_address)
     out = out or default_folder(settings.suite)
     if (out / bench_folder.MANIFEST).exists():
-        from tools.harness.verdict import UsageError
-
         raise UsageError(
             f"{out} already holds a bench: continue it with kernelgraph bench --resume {out}, "
             f"or pick another --out."
@@ -90,41 +94,78 @@ def _drive(out: Path, manifest: BenchManifest, options: ExecutorOptions,
         bench_folder.append_result(out, result)
     executor = make_executor("ray" if options.ray_address else "local", options)
     progress = progress or BenchProgress(quiet=True)
-    ran: list[SampleResult] = []
-    workers: list = []
-    dispatcher = None
     try:
-        workers = executor.workers()
+        session = BenchSession(out, executor.workers(), progress)
         progress.begin(total=len(manifest.problems) * manifest.settings.samples,
-                       done=todo.done + len(todo.recovered), workers=len(workers))  # fmt: skip
-
-        def finished(result: SampleResult) -> None:
-            bench_folder.append_result(out, result)
-            ran.append(result)
-            progress.finished(result)
-
-        def started_run(job: Job) -> str | None:
-            return bench_folder.started_runs(out).get((job.problem["name"], job.sample))
-
-        dispatcher = Dispatcher(workers, progress.started, finished, started_run, progress.lost)
-        dispatcher.run(todo.jobs)
-        interrupted = False
-    except KeyboardInterrupt:
-        if dispatcher is not None:
-            dispatcher.stop()
-        stop_live_runs()
-        interrupted = True
+                       done=todo.done + len(todo.recovered), workers=len(session.workers))  # fmt: skip
+        session.run(todo.jobs)
     finally:
         progress.close()
         executor.close()
-    manifest.environment = environment(db, earlier + ran, executor, len(workers))
+    if session.refused:
+        raise UsageError(
+            f"bench stopped: a run refused its options ({session.refused}). Fix them, then "
+            f"continue with kernelgraph bench --resume {out}"
+        )
+    manifest.environment = environment(db, earlier + session.ran, executor, len(session.workers))
     bench_folder.write_manifest(out, manifest)
     outcome = load_bench(out)
-    outcome.interrupted = interrupted
+    outcome.interrupted = session.interrupted or session.paused is not None
+    outcome.notes += [f"paused: {session.paused}"] if session.paused else []
     outcome.elapsed_s = round(time.monotonic() - start, 1)
-    outcome.ran, outcome.skipped = len(ran), todo.done + len(todo.recovered)
+    outcome.ran, outcome.skipped = len(session.ran), todo.done + len(todo.recovered)
     outcome.reports = write_report(out, outcome.manifest, outcome.summary, outcome.results)
     return outcome
+
+
+def _machine_failed(result: SampleResult) -> bool:
+    """A run the harness's machine failed (after its own retry): worth resuming once more."""
+    return result.status == "interrupted" and result.stop_reason == "harness_error"
+
+
+def _first_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[0][:300] if lines else "no message"
+
+
+class BenchSession:
+    """One invocation's jobs on its workers: results appended as they come; Ctrl-C stops the
+    running runs (resumable); a run that refuses the bench's options stops the bench, since
+    every other run would refuse them too; a run that stops resumable on its own (an endpoint
+    outage) pauses it: no new run starts, and --resume continues."""
+
+    def __init__(self, out: Path, workers: list, progress: BenchProgress) -> None:
+        self.out, self.workers, self.progress = out, workers, progress
+        self.ran: list[SampleResult] = []
+        self.interrupted = False
+        self.refused: str | None = None
+        self.paused: str | None = None
+        self.dispatcher = Dispatcher(workers, progress.started, self._finished,
+                                     self._started_run, progress.lost, _machine_failed)  # fmt: skip
+
+    def run(self, jobs: list[Job]) -> None:
+        try:
+            self.dispatcher.run(jobs)
+        except KeyboardInterrupt:
+            self.dispatcher.stop()
+            stop_live_runs()
+            self.interrupted = True
+
+    def _finished(self, result: SampleResult) -> None:
+        if result.exit_code == 2 and result.status in ("crashed", "interrupted"):
+            self.refused = self.refused or _first_line(result.message)  # bad options, a bad key
+            self.dispatcher.stop()
+            return
+        if result.status == "interrupted":  # not stopped by us: an endpoint outage, say
+            self.paused = self.paused or _first_line(result.message)
+            self.dispatcher.stop()
+            return
+        bench_folder.append_result(self.out, result)
+        self.ran.append(result)
+        self.progress.finished(result)
+
+    def _started_run(self, job: Job) -> str | None:
+        return bench_folder.started_runs(self.out).get((job.problem["name"], job.sample))
 
 
 def default_folder(suite: str) -> Path:

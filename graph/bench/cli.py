@@ -12,10 +12,9 @@ from typing import Annotated
 import typer
 
 from graph.cli_options import SetOpt, app, default_device, err
+from graph.cli_run import DEFAULT_DSL, raise_interrupt
 from state.bench import BenchSettings
 from tools.harness.verdict import UsageError
-
-DEFAULT_DSL = {"cuda": "triton", "cpu": "cpp"}
 
 
 @app.command()
@@ -144,15 +143,11 @@ def run_args(*, dsl, device, model, base_url, policy, precision, max_iterations,
 
 def _interruptible(action):
     """SIGTERM stops a bench as Ctrl-C does: running runs are interrupted, resumable."""
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    previous = signal.signal(signal.SIGTERM, raise_interrupt)
     try:
         return action()
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def _raise_interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
 
 
 def _print_outcome(outcome, as_json: bool) -> None:
@@ -162,7 +157,8 @@ def _print_outcome(outcome, as_json: bool) -> None:
         print(json.dumps({
             "folder": str(outcome.folder), "report_md": str(md), "report_html": str(html),
             "interrupted": outcome.interrupted, "ran": outcome.ran, "skipped": outcome.skipped,
-            "elapsed_s": outcome.elapsed_s, "summary": outcome.summary.model_dump(mode="json"),
+            "elapsed_s": outcome.elapsed_s, "notes": outcome.notes,
+            "summary": outcome.summary.model_dump(mode="json"),
         }))  # fmt: skip
         return
     geo = "—" if s.geomean_eager_all is None else f"{s.geomean_eager_all:.2f}x"
@@ -172,6 +168,8 @@ def _print_outcome(outcome, as_json: bool) -> None:
         f"before, {outcome.elapsed_s:.0f} s",
         highlight=False,
     )
+    for note in outcome.notes:
+        err.print(note, highlight=False, markup=False)
     if outcome.interrupted:
         err.print(f"interrupted: continue with kernelgraph bench --resume {outcome.folder}")
     print(f"report: {md}\nreport: {html}")

@@ -5,6 +5,7 @@ store, so a bench worker (a thread here, a Ray actor elsewhere) never runs candi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -84,14 +85,19 @@ def execute(job: Job, worker: str) -> SampleResult:
         with _LIVE_LOCK:
             _LIVE.add(proc)
         run_ids: list[str] = [job.resume_run_id] if job.resume_run_id else []
-        reader = threading.Thread(target=_follow, args=(proc, log, job, run_ids), daemon=True)
-        reader.start()
+        stdout: list[str] = []
+        readers = [
+            threading.Thread(target=_follow, args=(proc, log, job, run_ids), daemon=True),
+            threading.Thread(target=lambda: stdout.extend(proc.stdout), daemon=True),
+        ]
+        for reader in readers:
+            reader.start()
         timed_out = _wait(proc, job.timeout_s)
-        stdout = proc.stdout.read() if proc.stdout else ""
-        reader.join(timeout=30)
+        for reader in readers:
+            reader.join(timeout=30)
         with _LIVE_LOCK:
             _LIVE.discard(proc)
-    summary = _last_json(stdout)
+    summary = _last_json("".join(stdout))
     run_id = summary.get("run_id") or (run_ids[0] if run_ids else None)
     result = SampleResult(
         problem=job.problem["name"],
@@ -124,7 +130,8 @@ def stop_live_runs() -> None:
         try:
             proc.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _die_with_bench() -> None:

@@ -72,13 +72,15 @@ def _run_status(db: Path, run_id: str) -> str | None:
 
 class Dispatcher:
     """Hands jobs to workers, one at a time each; `stop()` lets no new job start. A worker lost
-    twice in a row retires; its job goes back in the queue for the others."""
+    twice in a row retires; its job goes back in the queue for the others. A result
+    `retry_run` accepts (a run the machine failed) is resumed, up to MAX_ATTEMPTS in all."""
 
     def __init__(self, workers: list, on_start: Callable[[Job, str], None],
                  on_result: Callable[[SampleResult], None],
                  started_run: Callable[[Job], str | None],
-                 on_lost: Callable[[Job, str], None] = lambda job, why: None) -> None:  # fmt: skip
-        self.workers, self.on_lost = workers, on_lost
+                 on_lost: Callable[[Job, str], None] = lambda job, why: None,
+                 retry_run: Callable[[SampleResult], bool] = lambda result: False) -> None:  # fmt: skip
+        self.workers, self.on_lost, self.retry_run = workers, on_lost, retry_run
         self.on_start, self.on_result, self.started_run = on_start, on_result, started_run
         self.todo: queue.Queue[tuple[Job, int]] = queue.Queue()
         self.stopping = threading.Event()
@@ -122,6 +124,9 @@ class Dispatcher:
                 self._retry(job, attempt, str(exc))
                 continue
             losses = 0
+            if self.retry_run(result) and attempt < MAX_ATTEMPTS and not self.stopping.is_set():
+                self.todo.put((replace(job, resume_run_id=result.run_id), attempt + 1))
+                continue
             self._finish(result)
         with self.lock:
             self.serving -= 1
