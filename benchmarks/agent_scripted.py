@@ -30,7 +30,13 @@ RUNS = {
 
 
 def run_one(example: str, dsl: str, script: str, sets: list[str], device: str, db: Path) -> dict:
-    args = [sys.executable, "-m", "graph.cli", "run", str(REPO / "examples" / example / "task.py")]
+    args = [
+        sys.executable,
+        "-m",
+        "kernelgraph.graph.cli",
+        "run",
+        str(REPO / "examples" / example / "task.py"),
+    ]
     args += ["--dsl", dsl, "--device", device, "--max-iterations", "2", "--json", "--quiet"]
     args += ["--model", f"script:{REPO / 'examples' / 'scripts' / script}"]
     for item in sets:
@@ -43,7 +49,7 @@ def run_one(example: str, dsl: str, script: str, sets: list[str], device: str, d
     lines = proc.stdout.strip().splitlines()
     summary = json.loads(lines[-1]) if lines else {"error": proc.stderr[-2000:]}
     history = subprocess.run(
-        [sys.executable, "-m", "graph.cli", "history", summary.get("run_id", "-"), "--json"],
+        [sys.executable, "-m", "kernelgraph.graph.cli", "history", summary.get("run_id", "-"), "--json"],
         capture_output=True, text=True, env=env, cwd=REPO,
     )  # fmt: skip
     steps = json.loads(history.stdout.splitlines()[-1]) if history.returncode == 0 else []

@@ -124,10 +124,10 @@ def measure_bandwidth(device: str, repeats: int = 20) -> dict[str, Any]:
 
 
 def cli(args: list[str], timeout: float | None = None) -> tuple[int, str, str]:
-    """`python -m graph.cli ARGS` in its own process group, stopped with the group on timeout."""
+    """`python -m kernelgraph.graph.cli ARGS` in its own process group, stopped with the group on timeout."""
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "graph.cli", *args],
+        [sys.executable, "-m", "kernelgraph.graph.cli", *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
         env={**os.environ, "PYTHONPATH": path}, start_new_session=True,
     )  # fmt: skip
@@ -211,7 +211,7 @@ def run_once(name: str, path: Path, ns: argparse.Namespace, db: Path, policy: st
 
 def evaluations(db: Path, run_id: str) -> list[dict[str, Any]]:
     """Per evaluation of the run: status, wall time, peak memory, reference store use."""
-    from state.store import open_store
+    from kernelgraph.state.store import open_store
 
     rows = []
     with open_store(db) as store:

@@ -15,12 +15,12 @@ import torch
 import triton
 from _common import TRITON_EXAMPLES, emit, example
 
-from tools.dsl.base import import_file
-from tools.harness import reference as ref
-from tools.harness.cache import EvalCache
-from tools.harness.config import PRECISIONS, EvalConfig
-from tools.harness.evaluate import evaluate
-from tools.task import TaskSource
+from kernelgraph.tools.dsl.base import import_file
+from kernelgraph.tools.harness import reference as ref
+from kernelgraph.tools.harness.cache import EvalCache
+from kernelgraph.tools.harness.config import PRECISIONS, EvalConfig
+from kernelgraph.tools.harness.evaluate import evaluate
+from kernelgraph.tools.task import TaskSource
 
 
 def do_bench_ms(task_path: Path, kernel_path: Path) -> float:

@@ -19,10 +19,10 @@ from pathlib import Path
 
 from _common import emit, example
 
-from tools.harness.cache import EvalCache
-from tools.harness.config import EvalConfig
-from tools.harness.evaluate import evaluate
-from tools.harness.sandbox import Limits, run_sandboxed, scrubbed_env
+from kernelgraph.tools.harness.cache import EvalCache
+from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.evaluate import evaluate
+from kernelgraph.tools.harness.sandbox import Limits, run_sandboxed, scrubbed_env
 
 
 def startup_seconds(device: str) -> float:
@@ -49,7 +49,7 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[])
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    from tools.task import parse_sets
+    from kernelgraph.tools.task import parse_sets
 
     task, kernel = example(args.example, "kernel_triton.py")
     config = EvalConfig(dsl="triton", device=args.device, sets=parse_sets(args.set))

@@ -68,7 +68,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     ns = parser.parse_args()
 
-    from tools.harness.config import EvalConfig
+    from kernelgraph.tools.harness.config import EvalConfig
 
     config = EvalConfig(dsl="triton", device=ns.device, policy="hybrid", timeout_s=ns.timeout)
     done = _done(ns.out)
@@ -79,8 +79,8 @@ def main() -> None:
 
 
 def _probe(task: Path, kernel: Path, config) -> dict:
-    from tools.harness.evaluate import evaluate
-    from tools.harness.verdict import HarnessError, TaskError, UsageError
+    from kernelgraph.tools.harness.evaluate import evaluate
+    from kernelgraph.tools.harness.verdict import HarnessError, TaskError, UsageError
 
     start = time.monotonic()
     record: dict = {"task": str(task), "problem": _problem(task)}

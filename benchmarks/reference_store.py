@@ -42,12 +42,12 @@ def main() -> None:
     ns = parser.parse_args()
     os.environ.setdefault("KERNELGRAPH_CACHE_DIR", tempfile.mkdtemp(prefix="kg-refstore-bench-"))
 
-    from tools.dsl import get_adapter
-    from tools.harness.cache import EvalCache
-    from tools.harness.compile_only import compile_only
-    from tools.harness.config import EvalConfig
-    from tools.harness.evaluate import evaluate
-    from tools.harness.warm import WARM_POOL
+    from kernelgraph.tools.dsl import get_adapter
+    from kernelgraph.tools.harness.cache import EvalCache
+    from kernelgraph.tools.harness.compile_only import compile_only
+    from kernelgraph.tools.harness.config import EvalConfig
+    from kernelgraph.tools.harness.evaluate import evaluate
+    from kernelgraph.tools.harness.warm import WARM_POOL
 
     config = EvalConfig(dsl=ns.dsl, device=ns.device, baseline_compile=ns.baseline_compile)
     code = ns.kernel.read_text()

@@ -22,8 +22,8 @@ from pathlib import Path
 import torch
 from _common import emit
 
-from tools.harness import tensorfile
-from tools.harness.exchange import work_root
+from kernelgraph.tools.harness import tensorfile
+from kernelgraph.tools.harness.exchange import work_root
 
 
 def main() -> None:

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from _common import TRITON_EXAMPLES, emit, example
 
-from tools.harness.cache import EvalCache
-from tools.harness.config import EvalConfig
-from tools.harness.evaluate import evaluate
+from kernelgraph.tools.harness.cache import EvalCache
+from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.evaluate import evaluate
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 Everything the CLI does is a plain function call:
 
-    from graph import RunConfig, run, approve
+    from kernelgraph.graph import RunConfig, run, approve
     summary = run(RunConfig(task_path="task.py", dsl="triton", device="cuda",
                             model=ModelConfig(name="gpt-4o", base_url="https://...")))
 """
@@ -13,21 +13,21 @@ import importlib
 from typing import Any
 
 _API = {
-    "run": ("graph.runner", "start"),
-    "resume": ("graph.runner", "resume"),
-    "approve": ("graph.runner", "approve"),
-    "reject": ("graph.runner", "reject"),
-    "edit": ("graph.runner", "edit"),
-    "branch": ("graph.branching", "branch"),
-    "history": ("graph.inspect", "history"),
-    "list_runs": ("graph.inspect", "list_runs"),
-    "show": ("graph.inspect", "show"),
-    "export": ("graph.inspect", "export"),
-    "delete": ("graph.inspect", "delete"),
-    "RunConfig": ("state.config", "RunConfig"),
-    "ModelConfig": ("state.config", "ModelConfig"),
-    "Limits": ("state.config", "Limits"),
-    "RunSummary": ("graph.summary", "RunSummary"),
+    "run": ("kernelgraph.graph.runner", "start"),
+    "resume": ("kernelgraph.graph.runner", "resume"),
+    "approve": ("kernelgraph.graph.runner", "approve"),
+    "reject": ("kernelgraph.graph.runner", "reject"),
+    "edit": ("kernelgraph.graph.runner", "edit"),
+    "branch": ("kernelgraph.graph.branching", "branch"),
+    "history": ("kernelgraph.graph.inspect", "history"),
+    "list_runs": ("kernelgraph.graph.inspect", "list_runs"),
+    "show": ("kernelgraph.graph.inspect", "show"),
+    "export": ("kernelgraph.graph.inspect", "export"),
+    "delete": ("kernelgraph.graph.inspect", "delete"),
+    "RunConfig": ("kernelgraph.state.config", "RunConfig"),
+    "ModelConfig": ("kernelgraph.state.config", "ModelConfig"),
+    "Limits": ("kernelgraph.state.config", "Limits"),
+    "RunSummary": ("kernelgraph.graph.summary", "RunSummary"),
 }
 
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from graph.build import compile_graph
-from graph.checkpoints import checkpoint_list
-from graph.errors import RunError
-from graph.progress import Progress
-from graph.runner import _drive, _open_run, validate_config
-from graph.summary import RunSummary
-from state.checkpoint import open_checkpointer
-from state.config import RunConfig
+from kernelgraph.graph.build import compile_graph
+from kernelgraph.graph.checkpoints import checkpoint_list
+from kernelgraph.graph.errors import RunError
+from kernelgraph.graph.progress import Progress
+from kernelgraph.graph.runner import _drive, _open_run, validate_config
+from kernelgraph.graph.summary import RunSummary
+from kernelgraph.state.checkpoint import open_checkpointer
+from kernelgraph.state.config import RunConfig
 
 RESTARTING = ("dsl", "device")  # settings that make old candidates meaningless
 RETIMING = ("sets", "precision", "threads", "device")  # settings that change every timing

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from langgraph.graph import END, START, StateGraph
 
-from graph import routes
-from nodes.coder import coder
-from nodes.compiler import compiler
-from nodes.context import RunContext
-from nodes.planner import planner
-from nodes.profiler import profiler
-from nodes.sketch_writer import sketch_writer
-from nodes.verifier import verifier
-from state.graph_state import GraphState
+from kernelgraph.graph import routes
+from kernelgraph.nodes.coder import coder
+from kernelgraph.nodes.compiler import compiler
+from kernelgraph.nodes.context import RunContext
+from kernelgraph.nodes.planner import planner
+from kernelgraph.nodes.profiler import profiler
+from kernelgraph.nodes.sketch_writer import sketch_writer
+from kernelgraph.nodes.verifier import verifier
+from kernelgraph.state.graph_state import GraphState
 
 NODES = {
     "planner": planner,

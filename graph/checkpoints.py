@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from state.graph_state import GraphState
+from kernelgraph.state.graph_state import GraphState
 
 
 @dataclass

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from sqlalchemy.exc import DatabaseError as SQLAlchemyDatabaseError
 
-from graph.cli_options import (
+from kernelgraph.graph.cli_options import (
     DslOpt,
     KernelArg,
     MaxHostMemoryOpt,
@@ -32,11 +32,11 @@ from graph.cli_options import (
     default_device,
     err,
 )
-from graph.report import render_compile, render_verdict
-from graph.summary import sentences
-from tools.harness.config import EvalConfig
-from tools.harness.verdict import HarnessError, TaskError, UsageError
-from tools.task import TaskSource, parse_sets
+from kernelgraph.graph.report import render_compile, render_verdict
+from kernelgraph.graph.summary import sentences
+from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.verdict import HarnessError, TaskError, UsageError
+from kernelgraph.tools.task import TaskSource, parse_sets
 
 
 @app.command()
@@ -89,7 +89,7 @@ def evaluate(
     ] = False,
 ) -> None:
     """Verify and profile a hand-written kernel against a task."""
-    from tools.harness.evaluate import evaluate as run_evaluation
+    from kernelgraph.tools.harness.evaluate import evaluate as run_evaluation
 
     config = EvalConfig(
         dsl=dsl,
@@ -131,7 +131,7 @@ def compile_check(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON line on stdout.")] = False,
 ) -> None:
     """Compile a kernel for an explicit target without needing that device."""
-    from tools.harness.compile_only import compile_only
+    from kernelgraph.tools.harness.compile_only import compile_only
 
     with err.status(f"compiling {kernel} for {target}"):
         report = compile_only(task, kernel, dsl, target, parse_sets(set_), timeout, policy)
@@ -145,13 +145,13 @@ def compile_check(
 @app.command()
 def doctor() -> None:
     """Show what this machine offers: devices, DSLs and sandbox isolation."""
-    from graph.report import render_doctor
+    from kernelgraph.graph.report import render_doctor
 
     render_doctor(Console())
 
 
 def _record(db: Path | None, task: Path, kernel: Path, config: EvalConfig, verdict) -> None:
-    from state.store import open_store
+    from kernelgraph.state.store import open_store
 
     store = open_store(db)
     run_id = store.create_run(
@@ -173,7 +173,7 @@ def _record(db: Path | None, task: Path, kernel: Path, config: EvalConfig, verdi
 def main() -> None:
     from pydantic import ValidationError
 
-    from graph.errors import RunError
+    from kernelgraph.graph.errors import RunError
 
     try:
         code = app(standalone_mode=False)
@@ -207,7 +207,7 @@ def main() -> None:
             sys.exit(2)
         if os.environ.get("KERNELGRAPH_DEBUG"):
             raise
-        from nodes.llm.openai_chat import scrub
+        from kernelgraph.nodes.llm.openai_chat import scrub
 
         saved = _save_traceback(exc)
         where = (
@@ -229,8 +229,8 @@ def _save_traceback(exc: BaseException) -> Path | None:
     import time
     import traceback
 
-    from nodes.llm.openai_chat import scrub
-    from tools.harness.cache import cache_root
+    from kernelgraph.nodes.llm.openai_chat import scrub
+    from kernelgraph.tools.harness.cache import cache_root
 
     try:
         folder = cache_root() / "errors"
@@ -260,8 +260,8 @@ def _validation_message(exc) -> str:
     return "invalid setting: " + "; ".join(parts)
 
 
-import graph.bench.cli  # noqa: E402,F401  (registers bench and report on `app`)
-import graph.cli_inspect  # noqa: E402,F401  (registers run, resume, branch, ... on `app`)
+import kernelgraph.graph.bench.cli  # noqa: E402,F401  (registers bench and report on `app`)
+import kernelgraph.graph.cli_inspect  # noqa: E402,F401  (registers run, resume, branch, ... on `app`)
 
 if __name__ == "__main__":
     main()

@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from graph.cli_options import app, err
-from graph.cli_run import DbOpt, JsonOpt, RunArg
+from kernelgraph.graph.cli_options import app, err
+from kernelgraph.graph.cli_run import DbOpt, JsonOpt, RunArg
 
 
 @app.command()
@@ -20,8 +20,8 @@ def runs(
     as_json: JsonOpt = False,
 ) -> None:
     """List runs, newest first (the id is the first column)."""
-    from graph.inspect import list_runs
-    from graph.report_run import render_runs
+    from kernelgraph.graph.inspect import list_runs
+    from kernelgraph.graph.report_run import render_runs
 
     rows = list_runs(db, limit)
     if as_json:
@@ -33,8 +33,8 @@ def runs(
 @app.command()
 def history(run_id: RunArg, db: DbOpt = None, as_json: JsonOpt = False) -> None:
     """List a run's checkpoints: step, checkpoint id, node, attempt, best so far."""
-    from graph.inspect import history as run_history
-    from graph.report_run import render_history
+    from kernelgraph.graph.inspect import history as run_history
+    from kernelgraph.graph.report_run import render_history
 
     rows = run_history(run_id, db)
     if as_json:
@@ -53,8 +53,8 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show the best kernel, or any candidate, with its diff and check matrix."""
-    from graph.inspect import show as show_candidate
-    from graph.report_run import render_show
+    from kernelgraph.graph.inspect import show as show_candidate
+    from kernelgraph.graph.report_run import render_show
 
     data = show_candidate(run_id, candidate, db)
     if as_json:
@@ -73,7 +73,7 @@ def export(
     db: DbOpt = None,
 ) -> None:
     """Write the best kernel (or a candidate) to a file."""
-    from graph.inspect import export as export_kernel
+    from kernelgraph.graph.inspect import export as export_kernel
 
     path = export_kernel(run_id, out, candidate, db)
     err.print(f"wrote {path}")
@@ -82,7 +82,7 @@ def export(
 @app.command()
 def delete(run_id: RunArg, db: DbOpt = None) -> None:
     """Remove a run: its checkpoints, candidates, evaluations and LLM records."""
-    from graph.inspect import delete as delete_run
+    from kernelgraph.graph.inspect import delete as delete_run
 
     delete_run(run_id, db)
     err.print(f"deleted run {run_id}")
@@ -91,7 +91,7 @@ def delete(run_id: RunArg, db: DbOpt = None) -> None:
 @app.command()
 def unlock(run_id: RunArg, db: DbOpt = None) -> None:
     """Clear a run's lock held by a process on another host that is gone."""
-    from graph.inspect import unlock as unlock_run
+    from kernelgraph.graph.inspect import unlock as unlock_run
 
     unlock_run(run_id, db)
     err.print(f"unlocked run {run_id}")

@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from graph.cli_options import (
+from kernelgraph.graph.cli_options import (
     MaxHostMemoryOpt,
     SetOpt,
     ShareWeightsOpt,
@@ -26,11 +26,11 @@ from graph.cli_options import (
     default_device,
     err,
 )
-from graph.progress import Progress
-from graph.summary import RunSummary
-from state.config import Limits, ModelConfig, Price, RunConfig
-from tools.harness.verdict import UsageError
-from tools.task import parse_sets
+from kernelgraph.graph.progress import Progress
+from kernelgraph.graph.summary import RunSummary
+from kernelgraph.state.config import Limits, ModelConfig, Price, RunConfig
+from kernelgraph.tools.harness.verdict import UsageError
+from kernelgraph.tools.task import parse_sets
 
 RunArg = Annotated[str, typer.Argument(help="Run id (see `kernelgraph runs`).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="One JSON line on stdout, all else stderr.")]
@@ -142,7 +142,7 @@ def run(
     quiet: QuietOpt = False,
 ) -> None:
     """Turn a PyTorch reference into a verified, profiled kernel."""
-    from graph import runner
+    from kernelgraph.graph import runner
 
     device = device or default_device()
     dsl = dsl or DEFAULT_DSL.get(device.split(":")[0], "triton")
@@ -201,7 +201,7 @@ def resume(
     run_id: RunArg, db: DbOpt = None, as_json: JsonOpt = False, quiet: QuietOpt = False
 ) -> None:
     """Continue a run after a crash, a kill or a stop."""
-    from graph import runner
+    from kernelgraph.graph import runner
 
     progress = Progress(quiet=quiet)
     progress.run_started(run_id, "resuming")
@@ -225,7 +225,7 @@ def branch(
     quiet: QuietOpt = False,
 ) -> None:
     """Fork a new run from an earlier step of RUN, with changed settings."""
-    from graph.branching import branch as do_branch
+    from kernelgraph.graph.branching import branch as do_branch
 
     progress = Progress(quiet=quiet)
 
@@ -241,7 +241,7 @@ def approve_cmd(
     run_id: RunArg, db: DbOpt = None, as_json: JsonOpt = False, quiet: QuietOpt = False
 ) -> None:
     """Accept the candidate waiting for review and keep running."""
-    from graph import runner
+    from kernelgraph.graph import runner
 
     progress = Progress(quiet=quiet)
     _finish(lambda: runner.approve(run_id, db, progress), progress, as_json, db)
@@ -256,7 +256,7 @@ def reject(
     quiet: QuietOpt = False,
 ) -> None:
     """Send the waiting candidate back to the coder with feedback."""
-    from graph import runner
+    from kernelgraph.graph import runner
 
     progress = Progress(quiet=quiet)
     _finish(lambda: runner.reject(run_id, feedback, db, progress), progress, as_json, db)
@@ -271,7 +271,7 @@ def edit(
     quiet: QuietOpt = False,
 ) -> None:
     """Replace the waiting candidate with your kernel; it is verified, then the run goes on."""
-    from graph import runner
+    from kernelgraph.graph import runner
 
     progress = Progress(quiet=quiet)
     _finish(lambda: runner.edit(run_id, kernel, db, progress), progress, as_json, db)
@@ -302,14 +302,14 @@ def _finish(action, progress: Progress, as_json: bool, db: Path | None = None) -
         signal.signal(signal.SIGTERM, previous)
         progress.close()
     if summary.status == "awaiting_approval":  # the reviewer sees what waits, on stderr
-        from graph.inspect import show
-        from graph.report_run import render_show
+        from kernelgraph.graph.inspect import show
+        from kernelgraph.graph.report_run import render_show
 
         render_show(err, show(summary.run_id, db=db))
     if as_json:
         print(json.dumps(summary.contract()))
     else:
-        from graph.report_run import render_summary
+        from kernelgraph.graph.report_run import render_summary
 
         render_summary(summary)
     raise typer.Exit(summary.code())

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from graph.summary import EXIT_CODES, Status, sentences
-from nodes.llm import LLMError
-from tools.harness.verdict import HarnessError, TaskError, UsageError
+from kernelgraph.graph.summary import EXIT_CODES, Status, sentences
+from kernelgraph.nodes.llm import LLMError
+from kernelgraph.tools.harness.verdict import HarnessError, TaskError, UsageError
 
 RESUME = "Continue with: kernelgraph resume {run_id}"
 

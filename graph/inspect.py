@@ -6,14 +6,14 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-from graph.build import compile_graph
-from graph.checkpoints import checkpoint_list
-from graph.errors import RunError
-from graph.runner import _as_state, _open_run, _thread, spend_of
-from state import run_lock
-from state.checkpoint import open_checkpointer
-from state.llm_calls import node_spend
-from state.store import RunStore, open_store
+from kernelgraph.graph.build import compile_graph
+from kernelgraph.graph.checkpoints import checkpoint_list
+from kernelgraph.graph.errors import RunError
+from kernelgraph.graph.runner import _as_state, _open_run, _thread, spend_of
+from kernelgraph.state import run_lock
+from kernelgraph.state.checkpoint import open_checkpointer
+from kernelgraph.state.llm_calls import node_spend
+from kernelgraph.state.store import RunStore, open_store
 
 
 def list_runs(db: Path | None = None, limit: int | None = None) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ import time
 from rich.console import Console
 from rich.status import Status
 
-from state.graph_state import GraphState
+from kernelgraph.state.graph_state import GraphState
 
 
 class Progress:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from tools.harness.verdict import Verdict
+from kernelgraph.tools.harness.verdict import Verdict
 
 STATUS_STYLE = {"passed": "bold green", "incorrect": "bold yellow", "compile_error": "bold yellow"}
 
@@ -70,8 +70,8 @@ def render_compile(console: Console, report: dict) -> None:
 def render_doctor(console: Console) -> None:
     import torch
 
-    from tools.dsl import get_adapter, names
-    from tools.harness.sandbox import isolation
+    from kernelgraph.tools.dsl import get_adapter, names
+    from kernelgraph.tools.harness.sandbox import isolation
 
     iso = isolation()
     console.print(f"torch {torch.__version__}; CUDA available: {torch.cuda.is_available()}")

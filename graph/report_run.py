@@ -6,10 +6,10 @@ from rich.console import Console
 from rich.syntax import Syntax
 from rich.table import Table
 
-from graph.report import render_verdict
-from graph.summary import RunSummary
-from state.graph_state import Baseline
-from state.models import validate_verdict
+from kernelgraph.graph.report import render_verdict
+from kernelgraph.graph.summary import RunSummary
+from kernelgraph.state.graph_state import Baseline
+from kernelgraph.state.models import validate_verdict
 
 STYLE = {"verified": "bold green", "no_verified_kernel": "bold yellow", "task_error": "bold red"}
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from langgraph.graph import END
 from langgraph.runtime import Runtime
 
-from nodes.context import RunContext
-from state.config import LLM_NODES, Limits
-from state.graph_state import GraphState
+from kernelgraph.nodes.context import RunContext
+from kernelgraph.state.config import LLM_NODES, Limits
+from kernelgraph.state.graph_state import GraphState
 
 FAILED = {"compile_error", "incorrect", "rejected", "timeout", "crashed", "bad_reply"}
 # Above this, a speed-of-light figure is not believable (e.g. a small task held in CPU caches

@@ -11,14 +11,14 @@ from typing import Any
 
 from matplotlib.ticker import MaxNLocator
 
-from graph import html_page as hp
-from graph.build import compile_graph
-from graph.checkpoints import checkpoint_list
-from graph.inspect import live_status, run_state
-from graph.routes import failed
-from graph.runner import _open_run, spend_of
-from graph.summary import STOP_MESSAGES
-from state.checkpoint import open_checkpointer
+from kernelgraph.graph import html_page as hp
+from kernelgraph.graph.build import compile_graph
+from kernelgraph.graph.checkpoints import checkpoint_list
+from kernelgraph.graph.inspect import live_status, run_state
+from kernelgraph.graph.routes import failed
+from kernelgraph.graph.runner import _open_run, spend_of
+from kernelgraph.graph.summary import STOP_MESSAGES
+from kernelgraph.state.checkpoint import open_checkpointer
 
 CHECKS = ("compiler", "verifier", "profiler")
 EDGE_KINDS = ("retry", "refine", "escalate", "feedback", "edit", "stop")

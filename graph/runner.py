@@ -14,26 +14,26 @@ from typing import Any
 
 from langgraph.types import Command
 
-from graph.build import NODES, compile_graph
-from graph.error_stops import HANDLED, error_stop
-from graph.errors import RunError
-from graph.progress import Progress
-from graph.routes import why_stop
-from graph.summary import FINISHED, STOP_MESSAGES, BestKernel, RunSummary, Spend
-from nodes.brain import make_brain
-from nodes.context import RunContext, eval_cache_for
-from nodes.llm import ModelConfigError
-from nodes.prebuild import Prebuilder
-from state import run_lock
-from state.checkpoint import open_checkpointer
-from state.config import RunConfig
-from state.graph_state import GraphState
-from state.store import RunStore, open_store
-from tools.dsl import get_adapter
-from tools.harness.config import POLICIES, PRECISIONS
-from tools.harness.verdict import UsageError
-from tools.harness.warm import WARM_POOL
-from tools.task import TaskSource
+from kernelgraph.graph.build import NODES, compile_graph
+from kernelgraph.graph.error_stops import HANDLED, error_stop
+from kernelgraph.graph.errors import RunError
+from kernelgraph.graph.progress import Progress
+from kernelgraph.graph.routes import why_stop
+from kernelgraph.graph.summary import FINISHED, STOP_MESSAGES, BestKernel, RunSummary, Spend
+from kernelgraph.nodes.brain import make_brain
+from kernelgraph.nodes.context import RunContext, eval_cache_for
+from kernelgraph.nodes.llm import ModelConfigError
+from kernelgraph.nodes.prebuild import Prebuilder
+from kernelgraph.state import run_lock
+from kernelgraph.state.checkpoint import open_checkpointer
+from kernelgraph.state.config import RunConfig
+from kernelgraph.state.graph_state import GraphState
+from kernelgraph.state.store import RunStore, open_store
+from kernelgraph.tools.dsl import get_adapter
+from kernelgraph.tools.harness.config import POLICIES, PRECISIONS
+from kernelgraph.tools.harness.verdict import UsageError
+from kernelgraph.tools.harness.warm import WARM_POOL
+from kernelgraph.tools.task import TaskSource
 
 
 def validate_config(config: RunConfig) -> None:
@@ -289,6 +289,6 @@ def best_kernel(store: RunStore, run_id: str, state: GraphState) -> BestKernel |
 
 
 def spend_of(store: RunStore, run_id: str) -> dict:
-    from state.llm_calls import run_spend
+    from kernelgraph.state.llm_calls import run_spend
 
     return run_spend(store, run_id)

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import prompts
-from nodes.llm import CannotWrite, CodeAnswer, NothingToTry, open_session
-from state.config import RunConfig
-from state.sketch import Plan, Sketch
-from state.store import RunStore
+from kernelgraph import prompts
+from kernelgraph.nodes.llm import CannotWrite, CodeAnswer, NothingToTry, open_session
+from kernelgraph.state.config import RunConfig
+from kernelgraph.state.sketch import Plan, Sketch
+from kernelgraph.state.store import RunStore
 
 
 class Brain(Protocol):
@@ -64,13 +64,13 @@ class BuiltinBrain:
     """tools/builtin's model behind the Brain interface: no LLM calls, no spend."""
 
     def __init__(self, store: RunStore, run_id: str) -> None:
-        from tools.builtin.model import BuiltinModel
+        from kernelgraph.tools.builtin.model import BuiltinModel
 
         self.model, self.store, self.run_id = BuiltinModel(), store, run_id
 
     def _ask(self, fn):
-        from tools.builtin.errors import Unsupported
-        from tools.builtin.model import NothingToTry as Exhausted
+        from kernelgraph.tools.builtin.errors import Unsupported
+        from kernelgraph.tools.builtin.model import NothingToTry as Exhausted
 
         try:
             return fn()

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nodes.context import RunContext
-from nodes.prebuild import MAX_DEVICE_BYTES, compile_key, prebuild_file
-from state.graph_state import GraphState, Outcome
-from state.models import validate_verdict
-from tools.device_slot import device_slot
-from tools.dsl import get_adapter
-from tools.harness.assemble import static_verdict
-from tools.harness.config import cache_key
-from tools.harness.evaluate import evaluate
-from tools.harness.static_gate import run_static_checks
-from tools.harness.verdict import Failure, Verdict
+from kernelgraph.nodes.context import RunContext
+from kernelgraph.nodes.prebuild import MAX_DEVICE_BYTES, compile_key, prebuild_file
+from kernelgraph.state.graph_state import GraphState, Outcome
+from kernelgraph.state.models import validate_verdict
+from kernelgraph.tools.device_slot import device_slot
+from kernelgraph.tools.dsl import get_adapter
+from kernelgraph.tools.harness.assemble import static_verdict
+from kernelgraph.tools.harness.config import cache_key
+from kernelgraph.tools.harness.evaluate import evaluate
+from kernelgraph.tools.harness.static_gate import run_static_checks
+from kernelgraph.tools.harness.verdict import Failure, Verdict
 
 
 def candidate_code(ctx: RunContext, candidate_id: str) -> str:
@@ -126,7 +126,7 @@ def _compile_key(ctx: RunContext, code: str, target: str) -> str:
 
 
 def _compile(ctx: RunContext, kernel: Path, target: str) -> dict:
-    from tools.harness.compile_only import compile_only
+    from kernelgraph.tools.harness.compile_only import compile_only
 
     config = ctx.config
     # its inputs and traced forward use the device: never while something is timed there

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from nodes.checks import brain_stop, candidate_code, compile_ahead
-from nodes.context import RunContext
-from nodes.llm import BadReply, BrainStop
-from nodes.prompt_context import with_plan
-from state.graph_state import GraphState, Outcome
+from kernelgraph.nodes.checks import brain_stop, candidate_code, compile_ahead
+from kernelgraph.nodes.context import RunContext
+from kernelgraph.nodes.llm import BadReply, BrainStop
+from kernelgraph.nodes.prompt_context import with_plan
+from kernelgraph.state.graph_state import GraphState, Outcome
 
 
 def coder(state: GraphState, runtime: Runtime[RunContext]) -> dict:

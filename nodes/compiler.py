@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from nodes.checks import compile_gate, failure_outcome, failure_update
-from nodes.context import RunContext
-from state.graph_state import GraphState
+from kernelgraph.nodes.checks import compile_gate, failure_outcome, failure_update
+from kernelgraph.nodes.context import RunContext
+from kernelgraph.state.graph_state import GraphState
 
 
 def compiler(state: GraphState, runtime: Runtime[RunContext]) -> dict:

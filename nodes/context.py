@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nodes.brain import Brain
-from nodes.prebuild import Prebuilder
-from state.config import RunConfig
-from state.store import RunStore
-from tools.harness.cache import EvalCache
-from tools.task import TaskSource
+from kernelgraph.nodes.brain import Brain
+from kernelgraph.nodes.prebuild import Prebuilder
+from kernelgraph.state.config import RunConfig
+from kernelgraph.state.store import RunStore
+from kernelgraph.tools.harness.cache import EvalCache
+from kernelgraph.tools.task import TaskSource
 
 
 class UnreadCache(EvalCache):

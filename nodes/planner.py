@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from nodes.checks import brain_stop
-from nodes.context import RunContext
-from nodes.llm import BadReply, BrainStop
-from nodes.prompt_context import base_context
-from state.graph_state import GraphState
-from tools.analysis import analyze_task
+from kernelgraph.nodes.checks import brain_stop
+from kernelgraph.nodes.context import RunContext
+from kernelgraph.nodes.llm import BadReply, BrainStop
+from kernelgraph.nodes.prompt_context import base_context
+from kernelgraph.state.graph_state import GraphState
+from kernelgraph.tools.analysis import analyze_task
 
 
 def planner(state: GraphState, runtime: Runtime[RunContext]) -> dict:

@@ -2,7 +2,7 @@
 brain will write are compile-checked in parallel, so tuning N configurations costs about N
 timings rather than N compiles in a row.
 
-A compile check is a sandboxed worker (`tools.harness.compile_only`); its report goes to the
+A compile check is a sandboxed worker (`kernelgraph.tools.harness.compile_only`); its report goes to the
 run's compile-report cache under the key the compiler node looks up, and the kernels it builds
 go to the build caches every worker shares (Triton's, torch's extensions). When the graph
 reaches one of these candidates, its compile gate and its candidate worker find them built.

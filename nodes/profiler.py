@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from nodes.checks import failure_outcome, failure_update, run_harness
-from nodes.context import RunContext
-from state.graph_state import Baseline, Best, GraphState, Outcome
-from tools.harness.verdict import Timing
+from kernelgraph.nodes.checks import failure_outcome, failure_update, run_harness
+from kernelgraph.nodes.context import RunContext
+from kernelgraph.state.graph_state import Baseline, Best, GraphState, Outcome
+from kernelgraph.tools.harness.verdict import Timing
 
 
 def run_baseline(known: Baseline | None, timing: Timing) -> Baseline:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import prompts
-from nodes.context import RunContext
-from state.graph_state import GraphState
+from kernelgraph import prompts
+from kernelgraph.nodes.context import RunContext
+from kernelgraph.state.graph_state import GraphState
 
 
 @functools.cache

@@ -9,9 +9,9 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from nodes.checks import failure_outcome, failure_update, run_harness
-from nodes.context import RunContext
-from state.graph_state import GraphState, Outcome
+from kernelgraph.nodes.checks import failure_outcome, failure_update, run_harness
+from kernelgraph.nodes.context import RunContext
+from kernelgraph.state.graph_state import GraphState, Outcome
 
 
 def verifier(state: GraphState, runtime: Runtime[RunContext]) -> dict:

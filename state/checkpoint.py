@@ -11,8 +11,8 @@ import sqlite3
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from state.graph_state import STATE_CLASSES
-from state.store import RunStore, busy_timeout_ms
+from kernelgraph.state.graph_state import STATE_CLASSES
+from kernelgraph.state.store import RunStore, busy_timeout_ms
 
 
 def serializer() -> JsonPlusSerializer:

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.config import EvalConfig
 
 LLM_NODES = ("planner", "sketch_writer", "coder")
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from state.store import RunStore
-from state.tables import LLMCall
+from kernelgraph.state.store import RunStore
+from kernelgraph.state.tables import LLMCall
 
 REPLIED = ("ok", "bad_reply")  # calls that got a reply (replay answers from these)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from tools.harness.verdict import Verdict
+from kernelgraph.tools.harness.verdict import Verdict
 
 _VERDICT = TypeAdapter(Verdict)
 

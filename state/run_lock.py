@@ -10,7 +10,7 @@ import os
 import socket
 from pathlib import Path
 
-from state.tables import Run
+from kernelgraph.state.tables import Run
 
 
 class RunLocked(Exception):

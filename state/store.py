@@ -24,7 +24,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import sessionmaker
 
-from state.tables import Base, Blob, Candidate, Evaluation, LLMCall, Run, _now
+from kernelgraph.state.tables import Base, Blob, Candidate, Evaluation, LLMCall, Run, _now
 
 log = logging.getLogger(__name__)
 

@@ -53,10 +53,10 @@ def builtin_generator(
 ):
     """The builtin's Generator for a task file (analysed on the CPU) for `device`, as a run's
     coder node makes it."""
-    from tools.analysis import analyze_task
-    from tools.builtin.generate import Generator
-    from tools.harness.cache import EvalCache
-    from tools.task import TaskSource
+    from kernelgraph.tools.analysis import analyze_task
+    from kernelgraph.tools.builtin.generate import Generator
+    from kernelgraph.tools.harness.cache import EvalCache
+    from kernelgraph.tools.task import TaskSource
 
     source = TaskSource.read(task)
     analysis = analyze_task(source, "cpu", cache=EvalCache(tmp_path / "cache"))

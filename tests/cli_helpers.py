@@ -16,7 +16,7 @@ def kernelgraph(*args: str, cwd: Path, env: dict | None = None) -> subprocess.Co
     environ = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     environ.pop("KERNELGRAPH_DEBUG", None)
     return subprocess.run(
-        [sys.executable, "-m", "graph.cli", *args],
+        [sys.executable, "-m", "kernelgraph.graph.cli", *args],
         cwd=cwd,
         env=environ,
         capture_output=True,

@@ -27,7 +27,7 @@ def pytest_configure(config: pytest.Config) -> None:
     global _session_cache
     _session_cache = Path(tempfile.mkdtemp(prefix="kernelgraph-test-cache-"))
     _export("KERNELGRAPH_CACHE_DIR", str(_session_cache))
-    from tools.harness.cache import shared_build_env
+    from kernelgraph.tools.harness.cache import shared_build_env
 
     for name, value in shared_build_env().items():  # build, Triton, inductor caches
         _export(name, value)
@@ -74,9 +74,9 @@ def run_case(tmp_path_factory: pytest.TempPathFactory):
     Defaults suit this 2-core box: C++ on the CPU, two seeds, no timing. Keyword arguments
     override EvalConfig fields.
     """
-    from tools.harness.cache import EvalCache
-    from tools.harness.config import EvalConfig
-    from tools.harness.evaluate import evaluate
+    from kernelgraph.tools.harness.cache import EvalCache
+    from kernelgraph.tools.harness.config import EvalConfig
+    from kernelgraph.tools.harness.evaluate import evaluate
 
     def run(task: str | Path, kernel: str | Path, **overrides):
         settings = {"dsl": "cpp", "device": "cpu", "seeds": 2, "profile": False, **overrides}
@@ -93,7 +93,7 @@ def run_case(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture
 def tensor_cores(monkeypatch):
     """The Triton backend as on a GPU, where fp32 products run on tensor cores."""
-    from tools.builtin.triton_backend import TritonBackend
+    from kernelgraph.tools.builtin.triton_backend import TritonBackend
 
     init = TritonBackend.__init__
 

@@ -20,18 +20,18 @@ import torch.nn as nn
 import torch.nn.functional as F
 from proc_helpers import wait_until_gone
 
-from state.analysis import TaskAnalysis, validate_analysis
-from tools.analysis import ANALYSIS_VERSION, analysis_cache_key, analyze_task
-from tools.analysis.ops import classify
-from tools.analysis.stages import build_stages, resolve
-from tools.analysis.trace import fx_graph_text, record_ops
-from tools.analysis.worker import analyze_module
-from tools.harness import sandbox
-from tools.harness.cache import EvalCache
-from tools.harness.env_info import cpu_model
-from tools.harness.evaluate import Evaluation
-from tools.harness.verdict import TaskError
-from tools.task import TaskSource
+from kernelgraph.state.analysis import TaskAnalysis, validate_analysis
+from kernelgraph.tools.analysis import ANALYSIS_VERSION, analysis_cache_key, analyze_task
+from kernelgraph.tools.analysis.ops import classify
+from kernelgraph.tools.analysis.stages import build_stages, resolve
+from kernelgraph.tools.analysis.trace import fx_graph_text, record_ops
+from kernelgraph.tools.analysis.worker import analyze_module
+from kernelgraph.tools.harness import sandbox
+from kernelgraph.tools.harness.cache import EvalCache
+from kernelgraph.tools.harness.env_info import cpu_model
+from kernelgraph.tools.harness.evaluate import Evaluation
+from kernelgraph.tools.harness.verdict import TaskError
+from kernelgraph.tools.task import TaskSource
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from graph.bench.executors import WorkerLost
-from graph.bench.job import Job
-from graph.bench.scheduler import Dispatcher, plan
-from state.bench import BenchManifest, BenchProblem, BenchSettings, SampleResult
-from state.store import open_store
+from kernelgraph.graph.bench.executors import WorkerLost
+from kernelgraph.graph.bench.job import Job
+from kernelgraph.graph.bench.scheduler import Dispatcher, plan
+from kernelgraph.state.bench import BenchManifest, BenchProblem, BenchSettings, SampleResult
+from kernelgraph.state.store import open_store
 
 
 def manifest(names: list[str], samples: int = 1) -> BenchManifest:
@@ -150,8 +150,8 @@ def test_a_run_the_machine_failed_is_resumed_once_more() -> None:
 
 @pytest.fixture
 def session(tmp_path: Path):
-    from graph.bench.api import BenchSession
-    from graph.bench.progress import BenchProgress
+    from kernelgraph.graph.bench.api import BenchSession
+    from kernelgraph.graph.bench.progress import BenchProgress
 
     def make(worker) -> BenchSession:
         return BenchSession(tmp_path, [worker], BenchProgress(quiet=True))

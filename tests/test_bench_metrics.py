@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from graph.bench.metrics import (
+from kernelgraph.graph.bench.metrics import (
     SAME_WITHIN,
     best_samples,
     compare,
@@ -14,7 +14,7 @@ from graph.bench.metrics import (
     pass_at_k,
     summarize,
 )
-from state.bench import BenchProblem, SampleResult
+from kernelgraph.state.bench import BenchProblem, SampleResult
 
 
 def problem(name: str, level: str | None = None, category: str = "other") -> BenchProblem:

@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from graph.bench import plots
-from graph.bench.metrics import best_samples, compare, summarize
-from graph.bench.report import (
+from kernelgraph.graph.bench import plots
+from kernelgraph.graph.bench.metrics import best_samples, compare, summarize
+from kernelgraph.graph.bench.report import (
     render_compare_markdown,
     render_html,
     render_markdown,
     write_report,
 )
-from graph.bench.suite import natural_key
-from graph.html_page import figure_png_data_uri, plt
-from state.bench import (
+from kernelgraph.graph.bench.suite import natural_key
+from kernelgraph.graph.html_page import figure_png_data_uri, plt
+from kernelgraph.state.bench import (
     BenchEnvironment,
     BenchManifest,
     BenchProblem,

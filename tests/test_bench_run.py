@@ -17,8 +17,8 @@ from agent_helpers import CASES, TASK, kernel, write_script
 from cli_helpers import ROOT, assert_readable_error, json_line, kernelgraph
 from proc_helpers import wait_until_gone
 
-from graph.bench.suite import discover
-from tools.harness.verdict import UsageError
+from kernelgraph.graph.bench.suite import discover
+from kernelgraph.tools.harness.verdict import UsageError
 
 BROKEN = CASES / "tasks" / "bad_reference_raises.py"
 
@@ -116,7 +116,7 @@ def test_a_killed_bench_resumes_its_unfinished_run_and_skips_the_finished_ones(
     env = {**os.environ, "PYTHONPATH": str(ROOT), "KERNELGRAPH_WORK_DIR": str(tmp_path / "work")}
     (tmp_path / "work").mkdir()
     bench = subprocess.Popen(
-        [sys.executable, "-m", "graph.cli", *bench_args(suite, script, out, "--db", str(db))],
+        [sys.executable, "-m", "kernelgraph.graph.cli", *bench_args(suite, script, out, "--db", str(db))],
         cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     for line in bench.stderr:  # the second problem's run has started: kill the bench
@@ -184,7 +184,7 @@ def test_sigterm_stops_the_bench_cleanly_and_says_how_to_go_on(tmp_path: Path, s
     suite = make_suite(tmp_path / "kb", ["1_ScaleAdd"])
     out, db = tmp_path / "bench", tmp_path / "kg.db"
     bench = subprocess.Popen(
-        [sys.executable, "-m", "graph.cli", *bench_args(suite, script, out, "--db", str(db))],
+        [sys.executable, "-m", "kernelgraph.graph.cli", *bench_args(suite, script, out, "--db", str(db))],
         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tools.harness.buffers import BufferState
-from tools.harness.cache import EvalCache
-from tools.harness.config import EvalConfig
-from tools.harness.evaluate import evaluate
+from kernelgraph.tools.harness.buffers import BufferState
+from kernelgraph.tools.harness.cache import EvalCache
+from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.evaluate import evaluate
 
 CONFIG = EvalConfig(dsl="cpp", device="cpu", seeds=3, profile=False)
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from builtin_helpers import builtin_generator, task_file
 
-from tools.analysis import analyze_task
-from tools.builtin.errors import Unsupported
-from tools.harness.cache import EvalCache
-from tools.harness.config import EvalConfig
-from tools.harness.evaluate import evaluate
-from tools.task import TaskSource
+from kernelgraph.tools.analysis import analyze_task
+from kernelgraph.tools.builtin.errors import Unsupported
+from kernelgraph.tools.harness.cache import EvalCache
+from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.evaluate import evaluate
+from kernelgraph.tools.task import TaskSource
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -200,7 +200,7 @@ SPLIT = {
 @pytest.mark.parametrize("name", list(SPLIT))
 def test_split_reductions_and_split_k_verify(tmp_path, monkeypatch, name):
     """Few rows or tiles: chunks across programs, combined with atomics, then the epilogue."""
-    from tools.builtin.triton_backend import TritonBackend
+    from kernelgraph.tools.builtin.triton_backend import TritonBackend
 
     monkeypatch.setattr(TritonBackend, "split_rows", lambda self, kernel: True)
     monkeypatch.setattr(TritonBackend, "split_k", lambda self, kernel: 3)
@@ -234,7 +234,7 @@ def test_gemm_operands_are_copied_k_major_for_tensor_cores_and_verify(
 ):
     """fp32 products on tensor cores want K-major operands: a row-major B or a transposed A is
     copied (a layout copy) before the kernel, and the kernel reads the copy's strides."""
-    monkeypatch.setattr("tools.builtin.layouts.MIN_REUSE", 1)  # these products are tiny
+    monkeypatch.setattr("kernelgraph.tools.builtin.layouts.MIN_REUSE", 1)  # these products are tiny
     forward = "(torch.relu(x @ self.w) + 1, x.t() @ self.v, torch.bmm(x.expand(2, 9, 20), self.u))"
     params = ("self.w = nn.Parameter(torch.randn(20, 12)); self.v = nn.Parameter(torch.randn(9, 5)); "
               "self.u = nn.Parameter(torch.randn(2, 20, 7))")  # fmt: skip

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from builtin_helpers import builtin_generator, task_file
 
-from tools.builtin.errors import Unsupported
-from tools.harness.cache import EvalCache
-from tools.harness.config import EvalConfig
-from tools.harness.evaluate import evaluate
+from kernelgraph.tools.builtin.errors import Unsupported
+from kernelgraph.tools.harness.cache import EvalCache
+from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.evaluate import evaluate
 
 CASES = {
     "linear_bn1d_relu": (
@@ -65,7 +65,7 @@ def test_batch_norm_in_training_mode_verifies_with_its_buffer_updates(tmp_path, 
 
 def test_statistics_of_long_channels_split_across_programs_verify(tmp_path, monkeypatch):
     """Channels of many elements: each channel's sums spread over programs with atomics."""
-    from tools.builtin.triton_backend import TritonBackend
+    from kernelgraph.tools.builtin.triton_backend import TritonBackend
 
     monkeypatch.setattr(TritonBackend, "split_rows", lambda self, kernel: True)
 

@@ -14,10 +14,10 @@ import pytest
 from builtin_helpers import builtin_generator, task_file
 from test_builtin import generate, verify
 
-from tools.builtin.errors import Unsupported
-from tools.builtin.model import BuiltinModel
-from tools.builtin.module import read_config
-from tools.builtin.triton_conv import ROUND_TF32
+from kernelgraph.tools.builtin.errors import Unsupported
+from kernelgraph.tools.builtin.model import BuiltinModel
+from kernelgraph.tools.builtin.module import read_config
+from kernelgraph.tools.builtin.triton_conv import ROUND_TF32
 
 CONVS = {
     "1d_dilated_strided": ("self.c(x) * 2", "torch.randn(2, 3, 21)",
@@ -48,10 +48,10 @@ def k_loop(request, monkeypatch):
     sizes take (8 or more input channels per group); the latter also with the operands copied
     channels-last as for tensor cores."""
     if request.param != "flat_k":
-        monkeypatch.setattr("tools.builtin.conv.CHANNEL_LOOP_MIN", 1)
+        monkeypatch.setattr("kernelgraph.tools.builtin.conv.CHANNEL_LOOP_MIN", 1)
     if request.param == "channel_loop_k_major":
         request.getfixturevalue("tensor_cores")
-        monkeypatch.setattr("tools.builtin.layouts.MIN_CONV_REUSE", 1)  # these are tiny
+        monkeypatch.setattr("kernelgraph.tools.builtin.layouts.MIN_CONV_REUSE", 1)  # these are tiny
     return request.param
 
 

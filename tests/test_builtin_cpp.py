@@ -14,10 +14,10 @@ import pytest
 import torch
 from builtin_helpers import builtin_generator, task_file
 
-from tools.builtin.generate import Generator
-from tools.harness.cache import EvalCache
-from tools.harness.config import EvalConfig
-from tools.harness.evaluate import evaluate
+from kernelgraph.tools.builtin.generate import Generator
+from kernelgraph.tools.harness.cache import EvalCache
+from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.evaluate import evaluate
 
 
 def generator(task: Path, tmp_path: Path) -> Generator:
@@ -144,8 +144,8 @@ SPECIALS = [0.0, -0.0, -1.0, -2.0, 1.0, 1e-40, -1e-40, 1e-45, 3e38, -3e38, 88.0,
 def test_vectorised_math_helpers_match_torch(which, reference):
     """The polynomial exp/log/log1p/expm1 that let pointwise loops vectorise are accurate to a few
     ulp across the float range, and put NaN and inf where torch does."""
-    from tools.builtin.cpp_backend import HELPERS
-    from tools.dsl.cpp import build_library
+    from kernelgraph.tools.builtin.cpp_backend import HELPERS
+    from kernelgraph.tools.dsl.cpp import build_library
 
     magnitudes = torch.logspace(-38, 38, 20001, dtype=torch.float64)
     x = torch.cat([magnitudes, -magnitudes, torch.linspace(-90, 90, 20001, dtype=torch.float64),
@@ -186,8 +186,8 @@ def _huge_kib(start: int, end: int) -> int:
 def test_huge_page_advice_gives_a_fresh_output_huge_pages():
     """kg_huge_pages on untouched memory makes its first writes fault in 2 MiB pages: that is
     what takes the page faults out of a big output's first sweep."""
-    from tools.builtin.cpp_backend import HELPERS
-    from tools.dsl.cpp import build_library
+    from kernelgraph.tools.builtin.cpp_backend import HELPERS
+    from kernelgraph.tools.dsl.cpp import build_library
 
     lib = build_library(HELPERS, name="helpers_pages")
     plain, advised = torch.empty(16 << 20), torch.empty(16 << 20)  # 64 MiB each, untouched

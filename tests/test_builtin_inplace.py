@@ -10,7 +10,7 @@ import textwrap
 import pytest
 from test_builtin import generate, verify
 
-from tools.builtin.errors import Unsupported
+from kernelgraph.tools.builtin.errors import Unsupported
 
 TEMPLATE = """
 import torch

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from builtin_helpers import builtin_generator, task_file
 
-from tools.analysis import analyze_task
-from tools.builtin.generate import Generator
-from tools.harness.cache import EvalCache
-from tools.harness.config import EvalConfig
-from tools.harness.evaluate import evaluate
-from tools.task import TaskSource
+from kernelgraph.tools.analysis import analyze_task
+from kernelgraph.tools.builtin.generate import Generator
+from kernelgraph.tools.harness.cache import EvalCache
+from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.evaluate import evaluate
+from kernelgraph.tools.task import TaskSource
 
 KERNELBENCH = Path("/work/shared/kernelbench")
 X1, X2, X3 = "torch.randn(2, 3, 17)", "torch.randn(2, 3, 9, 11)", "torch.randn(2, 2, 7, 8, 9)"

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from builtin_helpers import builtin_generator, task_file
 
-from tools.builtin.errors import Unsupported
-from tools.harness.cache import EvalCache
-from tools.harness.config import EvalConfig
-from tools.harness.evaluate import evaluate
+from kernelgraph.tools.builtin.errors import Unsupported
+from kernelgraph.tools.harness.cache import EvalCache
+from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.evaluate import evaluate
 
 DSLS = ["cpp", "triton"]
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from builtin_helpers import builtin_generator, task_file
 
-from tools.harness.cache import EvalCache
-from tools.harness.config import EvalConfig
-from tools.harness.evaluate import evaluate
+from kernelgraph.tools.harness.cache import EvalCache
+from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.evaluate import evaluate
 
 DSLS = ["cpp", "triton"]
 X3 = "torch.randn(3, 5, 7), torch.randn(3, 5, 7)"
@@ -119,8 +119,8 @@ PROBLEMS = ["14_", "15_", "89_", "90_", "91_", "92_", "93_", "95_", "96_", "98_"
 @pytest.fixture(scope="module")
 def analyses(tmp_path_factory):
     """KernelBench problems' analyses on meta tensors (real sizes, nothing runs)."""
-    from tools.analysis import analyze_task
-    from tools.task import TaskSource
+    from kernelgraph.tools.analysis import analyze_task
+    from kernelgraph.tools.task import TaskSource
 
     cache = EvalCache(tmp_path_factory.mktemp("cache"))
     found = {}
@@ -135,7 +135,7 @@ def analyses(tmp_path_factory):
 @pytest.mark.parametrize("dsl", DSLS)
 @pytest.mark.parametrize("prefix", PROBLEMS)
 def test_kernelbench_problems_are_writable(analyses, prefix, dsl):
-    from tools.builtin.generate import Generator
+    from kernelgraph.tools.builtin.generate import Generator
 
     if prefix not in analyses:
         pytest.skip(f"level1/{prefix}* is not in this KernelBench copy")

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from cli_helpers import assert_readable_error, json_line, kernelgraph
 
-from state.store import open_store
-from tools.harness.verdict import HarnessError
-from tools.task import TaskSource
+from kernelgraph.state.store import open_store
+from kernelgraph.tools.harness.verdict import HarnessError
+from kernelgraph.tools.task import TaskSource
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMING_FIELDS = {
@@ -172,8 +172,8 @@ def test_bad_usage_and_invalid_tasks_exit_2_with_a_readable_message(
 
 def test_a_harness_failure_exits_3_with_one_readable_line(cases, monkeypatch, capsys):
     """In process, with the harness's entry point failing as a machine would."""
-    import graph.cli
-    import tools.harness.evaluate
+    import kernelgraph.graph.cli as cli
+    import kernelgraph.tools.harness.evaluate as harness_evaluate
 
     configs = []
 
@@ -181,12 +181,12 @@ def test_a_harness_failure_exits_3_with_one_readable_line(cases, monkeypatch, ca
         configs.append(config)
         raise HarnessError("the candidate worker was killed from outside (SIGKILL).")
 
-    monkeypatch.setattr(tools.harness.evaluate, "evaluate", machine_failure)
+    monkeypatch.setattr(harness_evaluate, "evaluate", machine_failure)
     options = ["--max-host-memory", "2.5", "--share-weights"]
     args = evaluate_args(cases, "scale_add", "cpp_scale_add", *options)
     monkeypatch.setattr(sys, "argv", ["kernelgraph", *args])
     with pytest.raises(SystemExit) as exited:
-        graph.cli.main()
+        cli.main()
     assert exited.value.code == 3
     out, err = capsys.readouterr()
     error = json.loads(out)

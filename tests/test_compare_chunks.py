@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tools.harness import compare as cmp
+from kernelgraph.tools.harness import compare as cmp
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ SMALL = ["--set", "ROWS=16", "--set", "COLS=256"]
 
 def compile_json(kernel: Path, dsl: str, target: str) -> tuple[int, dict]:
     proc = subprocess.run(
-        [sys.executable, "-m", "graph.cli", "compile", str(SOFTMAX / "task.py"), str(kernel),
+        [sys.executable, "-m", "kernelgraph.graph.cli", "compile", str(SOFTMAX / "task.py"), str(kernel),
          "--dsl", dsl, "--target", target, "--json", *SMALL],
         cwd=REPO, capture_output=True, text=True, timeout=600,
     )  # fmt: skip

@@ -7,7 +7,7 @@ import fcntl
 
 import pytest
 
-from tools.device_slot import device_slot, physical_device
+from kernelgraph.tools.device_slot import device_slot, physical_device
 
 
 @pytest.mark.parametrize(

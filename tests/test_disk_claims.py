@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from tools.harness.disk_claims import check_and_claim, pending_bytes
-from tools.harness.memory import DeviceBusy, check_disk
+from kernelgraph.tools.harness.disk_claims import check_and_claim, pending_bytes
+from kernelgraph.tools.harness.memory import DeviceBusy, check_disk
 
 
 @pytest.fixture

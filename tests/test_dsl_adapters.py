@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from tools.dsl import DslAdapter, LaunchCounter, get_adapter, inline_ext, names
-from tools.dsl.base import import_file
-from tools.dsl.cpp import NativeBuildError, build_library
-from tools.dsl.cuda import nvcc
-from tools.harness.op_policy import violations
+from kernelgraph.tools.dsl import DslAdapter, LaunchCounter, get_adapter, inline_ext, names
+from kernelgraph.tools.dsl.base import import_file
+from kernelgraph.tools.dsl.cpp import NativeBuildError, build_library
+from kernelgraph.tools.dsl.cuda import nvcc
+from kernelgraph.tools.harness.op_policy import violations
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -80,7 +80,7 @@ extern "C" void axpb(const float* x, float* out, int64_t n, double a, double b) 
 CPP_RELU = f'''
 import torch
 import torch.nn as nn
-from tools.dsl.cpp import build_library
+from kernelgraph.tools.dsl.cpp import build_library
 
 SOURCE = r"""{CPP_KERNELS}"""
 lib = build_library(SOURCE, name="ops")
@@ -243,8 +243,8 @@ def test_adapters_import_without_loading_dsl_packages():
 COUNT_SCRIPT = """
 import json, sys, torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from tools.dsl import LaunchCounter, get_adapter
-from tools.dsl.base import import_file
+from kernelgraph.tools.dsl import LaunchCounter, get_adapter
+from kernelgraph.tools.dsl.base import import_file
 
 counter = LaunchCounter()
 get_adapter("triton").install_launch_counter(counter, "cpu")

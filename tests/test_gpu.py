@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from tools.harness.cache import EvalCache
-from tools.harness.config import EvalConfig
-from tools.harness.evaluate import evaluate
+from kernelgraph.tools.harness.cache import EvalCache
+from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.evaluate import evaluate
 
 pytestmark = [
     pytest.mark.gpu,
@@ -48,7 +48,7 @@ def test_example_kernels_pass_and_are_timed(tmp_path, example, kernel, dsl):
 
 
 def test_work_left_on_a_side_stream_is_still_timed():
-    from tools.harness.timing import time_loop
+    from kernelgraph.tools.harness.timing import time_loop
 
     x = torch.randn(4096, 4096, device="cuda")
     side = torch.cuda.Stream()
@@ -69,7 +69,7 @@ def test_work_left_on_a_side_stream_is_still_timed():
 def test_timing_consistent_with_do_bench():
     import triton
 
-    from tools.harness.timing import time_loop
+    from kernelgraph.tools.harness.timing import time_loop
 
     a = torch.randn(4096, 4096, device="cuda")
     pool = [[a], [a.clone()]]
@@ -108,7 +108,7 @@ class ModelNew(torch.nn.Module):
 
 def test_compile_check_traces_the_forward_on_the_device(tmp_path):
     """The library call runs on the GPU (the module is moved there); the kernel is compiled."""
-    from tools.dsl import get_adapter
+    from kernelgraph.tools.dsl import get_adapter
 
     path = tmp_path / "kernel.py"
     path.write_text(HYBRID_CONV_RELU)

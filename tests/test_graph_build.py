@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from graph.build import mermaid
-from graph.routes import budget_stop, state_stop
-from state.checkpoint import serializer
-from state.config import Limits, RunConfig
-from state.graph_state import Best, GraphState, Outcome
+from kernelgraph.graph.build import mermaid
+from kernelgraph.graph.routes import budget_stop, state_stop
+from kernelgraph.state.checkpoint import serializer
+from kernelgraph.state.config import Limits, RunConfig
+from kernelgraph.state.graph_state import Best, GraphState, Outcome
 
 ROOT = Path(__file__).resolve().parents[1]
 

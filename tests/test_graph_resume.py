@@ -29,7 +29,7 @@ def start_and_signal(agent: Agent, script: Path, signum: int, at_verification: i
     args = ["run", str(TASK), "--dsl", "cpp", "--device", "cpu", "--seeds", "1"]
     args += ["--model", f"script:{script}", "--max-iterations", "3", "--sol-target-pct", "1e9"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "graph.cli", *args, "--json"],
+        [sys.executable, "-m", "kernelgraph.graph.cli", *args, "--json"],
         cwd=agent.folder,
         env={**os.environ, "PYTHONPATH": str(ROOT), **agent.env},
         stdout=subprocess.PIPE,

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tools.harness.reference import pool_seeds, verification_seeds
-from tools.harness.static_checks import check_python
-from tools.harness.verdict import INCORRECT, PASSED, REJECTED, CheckName, Verdict
+from kernelgraph.tools.harness.reference import pool_seeds, verification_seeds
+from kernelgraph.tools.harness.static_checks import check_python
+from kernelgraph.tools.harness.verdict import INCORRECT, PASSED, REJECTED, CheckName, Verdict
 
 SEEDS = verification_seeds(2)
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tools.harness.cache import EvalCache
-from tools.harness.config import EvalConfig
-from tools.harness.evaluate import evaluate
-from tools.harness.reference import verification_seeds
-from tools.harness.verdict import (
+from kernelgraph.tools.harness.cache import EvalCache
+from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.evaluate import evaluate
+from kernelgraph.tools.harness.reference import verification_seeds
+from kernelgraph.tools.harness.verdict import (
     COMPILE_ERROR,
     CRASHED,
     INCORRECT,
@@ -221,7 +221,7 @@ def test_verdict_round_trips_through_its_dict_and_the_cache(cases, tmp_path):
 def test_a_cached_verdict_is_not_reused_by_a_changed_harness(cases, tmp_path, monkeypatch):
     """Verdicts are keyed by the harness's own source: after a rule changes, the same kernel is
     judged again instead of getting the old harness's verdict back."""
-    import tools.harness.config as harness_config
+    import kernelgraph.tools.harness.config as harness_config
 
     cache = EvalCache(tmp_path)
     config = EvalConfig(dsl="cpp", seeds=2, profile=False)

@@ -10,8 +10,8 @@ import threading
 import pytest
 from proc_helpers import wait_until_gone
 
-from tools.harness import held_signals
-from tools.harness.sandbox import Limits, Sandboxed
+from kernelgraph.tools.harness import held_signals
+from kernelgraph.tools.harness.sandbox import Limits, Sandboxed
 
 ARMED = {"sigint_in_fork_hook": False}
 

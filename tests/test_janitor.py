@@ -9,10 +9,10 @@ import subprocess
 import sys
 import threading
 
-from tools.harness import evaluate as evaluate_module
-from tools.harness import janitor
-from tools.harness.cache import EvalCache
-from tools.harness.config import EvalConfig
+from kernelgraph.tools.harness import evaluate as evaluate_module
+from kernelgraph.tools.harness import janitor
+from kernelgraph.tools.harness.cache import EvalCache
+from kernelgraph.tools.harness.config import EvalConfig
 
 
 def test_removal_runs_in_the_background_and_wait_finishes_it(tmp_path):

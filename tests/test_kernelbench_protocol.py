@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from builtin_helpers import builtin_generator, run_isolated
 
-from tools.builtin.reference_init import InitUnavailable, extract
+from kernelgraph.tools.builtin.reference_init import InitUnavailable, extract
 
 PROTOCOL = r"""
 import importlib.util
@@ -384,8 +384,8 @@ def test_fp32_sets_pytorchs_default_tf32_flags_as_kernelbench_runs(precision, fo
 
     import torch
 
-    from tools.harness.config import PRECISIONS
-    from tools.harness.reference import set_precision_flags
+    from kernelgraph.tools.harness.config import PRECISIONS
+    from kernelgraph.tools.harness.reference import set_precision_flags
 
     flags = "torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32"
     fresh = subprocess.run([sys.executable, "-c", f"import torch; print({flags})"],

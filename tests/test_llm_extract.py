@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from nodes.llm.extract import (
+from kernelgraph.nodes.llm.extract import (
     Edit,
     ReplyProblem,
     apply_edits,
@@ -14,7 +14,7 @@ from nodes.llm.extract import (
     fenced_blocks,
     parse_edits,
 )
-from nodes.llm.structured import first_json_object, parse_json, with_instruction
+from kernelgraph.nodes.llm.structured import first_json_object, parse_json, with_instruction
 
 MODEL = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
 HELPER = "def helper(x):\n    return x + 1\n"

@@ -15,7 +15,7 @@ import pytest
 from fake_openai import FOREVER, Error, FakeOpenAI, Reply
 from pydantic import BaseModel
 
-from nodes.llm import (
+from kernelgraph.nodes.llm import (
     AuthFailed,
     EndpointDown,
     LLMError,
@@ -24,11 +24,11 @@ from nodes.llm import (
     RateLimited,
     open_session,
 )
-from nodes.llm.openai_chat import OpenAIChat, display_url
-from nodes.llm.retry import RETRY_AFTER_CAP_S
-from state.config import Limits, ModelConfig
-from state.llm_calls import calls_for_run
-from state.store import RunStore
+from kernelgraph.nodes.llm.openai_chat import OpenAIChat, display_url
+from kernelgraph.nodes.llm.retry import RETRY_AFTER_CAP_S
+from kernelgraph.state.config import Limits, ModelConfig
+from kernelgraph.state.llm_calls import calls_for_run
+from kernelgraph.state.store import RunStore
 
 KERNEL = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
 PLAN = {"summary": "double it", "kernels": ["scale"]}

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from nodes.llm import (
+from kernelgraph.nodes.llm import (
     AuthFailed,
     BadReply,
     BudgetExhausted,
@@ -21,9 +21,9 @@ from nodes.llm import (
     ScriptExhausted,
     open_session,
 )
-from state.config import Limits, ModelConfig
-from state.llm_calls import calls_for_run, insert_call, node_spend
-from state.store import RunStore
+from kernelgraph.state.config import Limits, ModelConfig
+from kernelgraph.state.llm_calls import calls_for_run, insert_call, node_spend
+from kernelgraph.state.store import RunStore
 
 KERNEL = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
 PLAN = {"summary": "double it", "kernels": ["scale"]}

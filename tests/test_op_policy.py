@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from tools.harness.op_policy import classify, method_kind, normalize, violations
+from kernelgraph.tools.harness.op_policy import classify, method_kind, normalize, violations
 
 
 @pytest.mark.parametrize(

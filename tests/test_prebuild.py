@@ -8,14 +8,14 @@ import threading
 import pytest
 from builtin_helpers import builtin_generator, task_file
 
-from nodes.brain import BuiltinBrain
-from nodes.checks import compile_ahead, compile_gate
-from nodes.context import RunContext
-from nodes.prebuild import Prebuilder
-from state.config import RunConfig
-from state.store import RunStore
-from tools.builtin.model import BuiltinModel
-from tools.harness.cache import EvalCache
+from kernelgraph.nodes.brain import BuiltinBrain
+from kernelgraph.nodes.checks import compile_ahead, compile_gate
+from kernelgraph.nodes.context import RunContext
+from kernelgraph.nodes.prebuild import Prebuilder
+from kernelgraph.state.config import RunConfig
+from kernelgraph.state.store import RunStore
+from kernelgraph.tools.builtin.model import BuiltinModel
+from kernelgraph.tools.harness.cache import EvalCache
 
 
 def test_a_key_is_compiled_once_and_a_failed_build_leaves_the_queue_working():
@@ -70,8 +70,8 @@ def gpu_run(tmp_path, conv_task, monkeypatch):
         compiled.append(kernel.read_text())
         return {"ok": True, "target": target}
 
-    monkeypatch.setattr("nodes.checks._compile", fake_compile)
-    monkeypatch.setattr("tools.dsl.base.local_cuda_target", lambda: "sm_90a")
+    monkeypatch.setattr("kernelgraph.nodes.checks._compile", fake_compile)
+    monkeypatch.setattr("kernelgraph.tools.dsl.base.local_cuda_target", lambda: "sm_90a")
     store = RunStore(tmp_path / "db.sqlite")
     config = RunConfig(task_path=str(conv_task), dsl="triton", device="cuda", prebuild=2)
     run_id = store.create_run("run", str(conv_task), "hash", "triton", "cuda")

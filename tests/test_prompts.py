@@ -13,11 +13,11 @@ import jinja2
 import pytest
 import torch
 
-import prompts
-from tools.dsl import get_adapter, names
-from tools.harness.cache import EvalCache
-from tools.harness.config import EvalConfig
-from tools.harness.static_gate import run_static_checks
+from kernelgraph import prompts
+from kernelgraph.tools.dsl import get_adapter, names
+from kernelgraph.tools.harness.cache import EvalCache
+from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.static_gate import run_static_checks
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ROOT / "tests" / "cases" / "tasks"
@@ -467,7 +467,7 @@ CPU_EXAMPLES = [(d, p) for d, p in EXAMPLES if "cpu" in get_adapter(d).devices]
     ("dsl", "path"), CPU_EXAMPLES, ids=[f"{d}-{p.stem}" for d, p in CPU_EXAMPLES]
 )
 def test_cpu_worked_examples_pass_the_harness(dsl, path, tmp_path):
-    from tools.harness.evaluate import evaluate
+    from kernelgraph.tools.harness.evaluate import evaluate
 
     precision = EXAMPLE_PRECISION.get(path.stem, "fp32")
     config = EvalConfig(dsl=dsl, device="cpu", seeds=1, profile=False, precision=precision)
@@ -481,8 +481,8 @@ GPU_ONLY = [(d, p) for d, p in EXAMPLES if "cpu" not in get_adapter(d).devices]
 @pytest.mark.slow
 @pytest.mark.parametrize(("dsl", "path"), GPU_ONLY, ids=[f"{d}-{p.stem}" for d, p in GPU_ONLY])
 def test_gpu_worked_examples_compile_for_hopper(dsl, path):
-    from tools.dsl.cuda import nvcc
-    from tools.harness.compile_only import compile_only
+    from kernelgraph.tools.dsl.cuda import nvcc
+    from kernelgraph.tools.harness.compile_only import compile_only
 
     if not Path(nvcc()).exists():
         pytest.skip("needs nvcc")
@@ -502,7 +502,7 @@ GPU_EXAMPLES = [(d, p) for d, p in EXAMPLES if "cuda" in get_adapter(d).devices]
     ("dsl", "path"), GPU_EXAMPLES, ids=[f"{d}-{p.stem}" for d, p in GPU_EXAMPLES]
 )
 def test_worked_examples_pass_on_a_gpu(dsl, path, tmp_path):
-    from tools.harness.evaluate import evaluate
+    from kernelgraph.tools.harness.evaluate import evaluate
 
     if dsl == "tilelang":
         pytest.importorskip("tilelang")

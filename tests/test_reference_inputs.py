@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from tools.harness import reference as ref
+from kernelgraph.tools.harness import reference as ref
 
 
 def _task(get_inputs):

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from tools.harness import evaluate as evaluate_module
-from tools.harness import infra, refstore
-from tools.harness.cache import EvalCache
-from tools.harness.config import EvalConfig
-from tools.harness.evaluate import evaluate
-from tools.harness.sandbox import isolation
-from tools.harness.verdict import PASSED, HarnessError
+from kernelgraph.tools.harness import evaluate as evaluate_module
+from kernelgraph.tools.harness import infra, refstore
+from kernelgraph.tools.harness.cache import EvalCache
+from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.evaluate import evaluate
+from kernelgraph.tools.harness.sandbox import isolation
+from kernelgraph.tools.harness.verdict import PASSED, HarnessError
 
 pytestmark = pytest.mark.skipif(
     not isolation().hides_paths, reason="the store is used only where the sandbox hides folders"

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from test_bench_report import bench  # noqa: F401  (the fixture)
 
-from graph.bench.report import write_report
-from graph.html_page import plt
-from graph.run_report import render_run_html
+from kernelgraph.graph.bench.report import write_report
+from kernelgraph.graph.html_page import plt
+from kernelgraph.graph.run_report import render_run_html
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = [

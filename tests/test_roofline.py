@@ -4,8 +4,8 @@ import os
 import pytest
 import torch
 
-from tools import roofline
-from tools.harness import env_info
+from kernelgraph.tools import roofline
+from kernelgraph.tools.harness import env_info
 
 
 @pytest.mark.parametrize(

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 import pytest
 from langgraph.runtime import Runtime
 
-import nodes.profiler
-from nodes.profiler import profiler, run_baseline
-from state.config import RunConfig
-from state.graph_state import Baseline, GraphState
-from tools.harness.verdict import Timing, Verdict
+import kernelgraph.nodes.profiler as profiler_module
+from kernelgraph.nodes.profiler import profiler, run_baseline
+from kernelgraph.state.config import RunConfig
+from kernelgraph.state.graph_state import Baseline, GraphState
+from kernelgraph.tools.harness.verdict import Timing, Verdict
 
 
 @dataclass
@@ -34,7 +34,7 @@ def passed(**timing) -> Verdict:
 
 
 def profile(monkeypatch, ctx: Context, state: GraphState, candidate_id: str, verdict: Verdict):
-    monkeypatch.setattr(nodes.profiler, "run_harness", lambda *a, **k: (verdict, "e-1"))
+    monkeypatch.setattr(profiler_module, "run_harness", lambda *a, **k: (verdict, "e-1"))
     update = profiler(state.model_copy(update={"candidate_id": candidate_id}), Runtime(context=ctx))
     return state.model_copy(update=update)
 

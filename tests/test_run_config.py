@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from state.config import RunConfig
+from kernelgraph.state.config import RunConfig
 
 OLD_STORED = {  # a config stored before max_host_gb, share_weights and no_cache existed
     "task_path": "task.py",

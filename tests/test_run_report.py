@@ -8,9 +8,14 @@ import re
 import pytest
 from agent_helpers import Agent, kernel, summary_of, write_script
 
-from graph.checkpoints import Checkpoint
-from graph.run_report import _edges, render_run_html, render_run_markdown, run_report_data
-from state.graph_state import Best, GraphState, Outcome
+from kernelgraph.graph.checkpoints import Checkpoint
+from kernelgraph.graph.run_report import (
+    _edges,
+    render_run_html,
+    render_run_markdown,
+    run_report_data,
+)
+from kernelgraph.state.graph_state import Best, GraphState, Outcome
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from agent_helpers import TASK, kernel, write_script
 
-from graph import runner
-from graph.error_stops import error_stop
-from graph.summary import sentences
-from nodes.llm.errors import EndpointDown
-from state.config import ModelConfig, RunConfig
-from state.store import open_store
-from tools.harness.verdict import HarnessError, TaskError, UsageError
+from kernelgraph.graph import runner
+from kernelgraph.graph.error_stops import error_stop
+from kernelgraph.graph.summary import sentences
+from kernelgraph.nodes.llm.errors import EndpointDown
+from kernelgraph.state.config import ModelConfig, RunConfig
+from kernelgraph.state.store import open_store
+from kernelgraph.tools.harness.verdict import HarnessError, TaskError, UsageError
 
 RUN = "r-20261124-ab12"
 
@@ -61,13 +61,13 @@ def test_sentences_put_one_full_stop_between_parts(parts, joined) -> None:
 
 
 def test_a_harness_error_stops_the_run_resumably(tmp_path: Path, monkeypatch) -> None:
-    import nodes.checks
+    import kernelgraph.nodes.checks as checks
 
     def machine_failure(*args, **kwargs):
         raise HarnessError("the judge worker was killed from outside (the OOM killer?)")
 
-    real_evaluate = nodes.checks.evaluate
-    monkeypatch.setattr(nodes.checks, "evaluate", machine_failure)
+    real_evaluate = checks.evaluate
+    monkeypatch.setattr(checks, "evaluate", machine_failure)
     script = write_script(tmp_path, [kernel("cpp_scale_add")])
     config = RunConfig(
         task_path=str(TASK), dsl="cpp", device="cpu", seeds=1,
@@ -86,7 +86,7 @@ def test_a_harness_error_stops_the_run_resumably(tmp_path: Path, monkeypatch) ->
     assert ".." not in stopped.message
     assert open_store(db).get_run(stopped.run_id)["status"] == "interrupted"
 
-    monkeypatch.setattr(nodes.checks, "evaluate", real_evaluate)  # the machine is back
+    monkeypatch.setattr(checks, "evaluate", real_evaluate)  # the machine is back
     resumed = runner.resume(stopped.run_id, db)
     assert resumed.status == "verified", resumed.message
 
@@ -108,7 +108,7 @@ def test_a_convolution_that_misses_a_tf32_reference_says_why_and_what_to_do(
     candidates were all incorrect on a task with a convolution says so, and names the ways out."""
     from types import SimpleNamespace
 
-    from state.graph_state import GraphState
+    from kernelgraph.state.graph_state import GraphState
 
     config = RunConfig(task_path=str(TASK), dsl="triton", device=device, precision=precision)
     ctx = SimpleNamespace(config=config, get_json=lambda sha: {"ops": [{"op": op}]})

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from tools.harness import sandbox
-from tools.harness.cache import EvalCache
-from tools.harness.config import EvalConfig
-from tools.harness.evaluate import evaluate
-from tools.harness.sandbox import Limits, run_sandboxed, scrubbed_env
+from kernelgraph.tools.harness import sandbox
+from kernelgraph.tools.harness.cache import EvalCache
+from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.evaluate import evaluate
+from kernelgraph.tools.harness.sandbox import Limits, run_sandboxed, scrubbed_env
 
 SECRETS = {
     "KERNELGRAPH_API_KEY": "sk-test-kernelgraph-4f1d2c9e7b",

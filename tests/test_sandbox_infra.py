@@ -14,10 +14,10 @@ import uuid
 import pytest
 from proc_helpers import processes_with
 
-from tools.harness import sandbox
-from tools.harness.infra import InfraFailure, check_worker
-from tools.harness.sandbox import Limits, ProcessResult, Sandboxed, scrubbed_env
-from tools.harness.verdict import TaskError
+from kernelgraph.tools.harness import sandbox
+from kernelgraph.tools.harness.infra import InfraFailure, check_worker
+from kernelgraph.tools.harness.sandbox import Limits, ProcessResult, Sandboxed, scrubbed_env
+from kernelgraph.tools.harness.verdict import TaskError
 
 needs_hiding = pytest.mark.skipif(
     not sandbox.isolation().hides_paths, reason="this machine's sandbox cannot hide folders"
@@ -124,8 +124,8 @@ def test_a_worker_error_that_is_not_the_sandbox_is_left_to_the_caller():
 def test_a_device_held_by_others_is_the_machines_problem_and_too_small_is_the_tasks(
     monkeypatch,
 ):
-    from tools.harness import memory
-    from tools.harness.verdict import TaskError
+    from kernelgraph.tools.harness import memory
+    from kernelgraph.tools.harness.verdict import TaskError
 
     class Task:
         constants = {"N": 4096}
@@ -143,7 +143,7 @@ def test_a_device_held_by_others_is_the_machines_problem_and_too_small_is_the_ta
 
 
 def test_the_host_limit_is_a_share_of_available_memory_unless_given(monkeypatch):
-    from tools.harness import memory
+    from kernelgraph.tools.harness import memory
 
     monkeypatch.setattr(memory, "available_host_bytes", lambda: 100 << 30)
     assert memory.host_limit_bytes(None) == int((100 << 30) * memory.HOST_FRACTION)
@@ -162,7 +162,7 @@ def test_the_host_limit_is_a_share_of_available_memory_unless_given(monkeypatch)
 def test_a_full_disk_is_the_machines_failure_not_the_tasks(error, key):
     """A worker whose writes hit a full disk (other jobs filled it after the preflight check)
     reports a machine error, which is retried and then a harness error: never a task error."""
-    from tools.harness.worker import failure_result
+    from kernelgraph.tools.harness.worker import failure_result
 
     result = failure_result(error)
     assert set(result) & {"machine_error", "task_error", "error"} == {key}

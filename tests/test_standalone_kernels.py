@@ -23,7 +23,7 @@ import pytest
 import torch
 from builtin_helpers import KERNELGRAPH_PACKAGES, builtin_generator, run_isolated, task_file
 
-from tools.dsl.cpp_bindings import extern_functions, pybind_module
+from kernelgraph.tools.dsl.cpp_bindings import extern_functions, pybind_module
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_KERNELS = sorted(ROOT.glob("examples/*/kernel_*.py"))
@@ -119,7 +119,7 @@ CPP_KERNELS = [p for p in KERNEL_FILES if dsl_of(p) == "cpp"]
 @pytest.mark.parametrize("kernel", CPP_KERNELS, ids=[str(p.relative_to(ROOT)) for p in CPP_KERNELS])
 def test_cpp_bindings_are_written_from_the_source(kernel):
     """Hand-written C++ kernels carry the bindings tools/dsl/cpp_bindings.py writes from their
-    SOURCE (refresh: python -m tools.dsl.cpp_bindings FILE)."""
+    SOURCE (refresh: python -m kernelgraph.tools.dsl.cpp_bindings FILE)."""
     literals = {
         stmt.targets[0].id: stmt.value.value
         for stmt in ast.parse(kernel.read_text()).body
@@ -128,7 +128,9 @@ def test_cpp_bindings_are_written_from_the_source(kernel):
         and isinstance(stmt.value, ast.Constant)
     }
     expected = "\n" + pybind_module([literals["SOURCE"]], declare=False)
-    assert literals["BINDINGS"] == expected, f"run: python -m tools.dsl.cpp_bindings {kernel}"
+    assert literals["BINDINGS"] == expected, (
+        f"run: python -m kernelgraph.tools.dsl.cpp_bindings {kernel}"
+    )
 
 
 @pytest.mark.parametrize("dsl", ["cpp", "triton"])

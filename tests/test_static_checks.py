@@ -7,10 +7,10 @@ import textwrap
 
 import pytest
 
-from tools.harness import native_checks as nc
-from tools.harness import static_checks as sc
-from tools.harness.native_checks import check_native
-from tools.harness.static_checks import Finding, check_python
+from kernelgraph.tools.harness import native_checks as nc
+from kernelgraph.tools.harness import static_checks as sc
+from kernelgraph.tools.harness.native_checks import check_native
+from kernelgraph.tools.harness.static_checks import Finding, check_python
 
 HEAD = """\
 import math
@@ -131,7 +131,7 @@ CPP_BUILD_LIBRARY = r'''
 import functools
 import torch
 import torch.nn as nn
-from tools.dsl.cpp import build_library
+from kernelgraph.tools.dsl.cpp import build_library
 
 SOURCE = r"""
 extern "C" void relu(const float* x, float* y, int64_t n) {
@@ -236,7 +236,7 @@ PASSING = [
 def test_realistic_candidates_pass(source: str, dsl: str, policy: str) -> None:
     assert check_python(source, dsl, policy) == []
     assert check_python(source, dsl, "hybrid") == []
-    from tools.dsl.inline_ext import find_native_sources
+    from kernelgraph.tools.dsl.inline_ext import find_native_sources
 
     for native in find_native_sources(source) if dsl in ("cuda", "cpp") else []:
         assert check_native(native.code, native.lang, policy) == [], native.origin
@@ -268,7 +268,7 @@ CASES = [
     (model("if x not in self.seen:\n    self.seen.add(x)\nreturn x", "self.seen = set()"), "cuda", "strict", None),
     (model("return x * EPS", extra="EPS = torch.finfo(torch.float32).eps\n"), "cuda", "strict", None),
     (model("return self.libs[0].softmax(x)", "self.libs = {}\nself.libs[0] = build_library('')",
-           head=HEAD + "from tools.dsl.cpp import build_library\n"), "cpp", "strict", None),
+           head=HEAD + "from kernelgraph.tools.dsl.cpp import build_library\n"), "cpp", "strict", None),
     # --- torch compute in the forward path
     (model("return torch.matmul(x, w)"), "cuda", "strict", "torch_compute"),
     (model("return torch.matmul(x, w)"), "cuda", "hybrid", None),
@@ -322,7 +322,7 @@ CASES = [
     (model("return Model()(x)"), "cuda", "strict", "reference_access"),
     (model("return x", head=HEAD + "from reference import Model\n"), "cuda", "strict", "reference_access"),
     (model("return x", head=HEAD + "from .task import get_inputs\n"), "cuda", "strict", "reference_access"),
-    (model("return x", head=HEAD + "from tools.harness import reference\n"), "cuda", "strict", "reference_access"),
+    (model("return x", head=HEAD + "from kernelgraph.tools.harness import reference\n"), "cuda", "strict", "reference_access"),
     (model("return get_init_inputs()"), "cuda", "strict", "reference_access"),
     (model("src = open('task.py').read(); return x"), "cuda", "strict", "reference_access"),
     (model("return open('task.py')", extra="open = open\n"), "cuda", "strict", "reference_access"),
@@ -381,7 +381,7 @@ CASES = [
     (model("return x", head=HEAD + "import json\n"), "cuda", "strict", "import"),
     (model("return x", head=HEAD + "import tilelang\n"), "triton", "strict", "import"),
     (model("return x", head=HEAD + "import triton\n"), "cuda", "strict", "import"),
-    (model("return x", head=HEAD + "from tools.dsl.cpp import build_library\n"), "cuda", "strict", "import"),
+    (model("return x", head=HEAD + "from kernelgraph.tools.dsl.cpp import build_library\n"), "cuda", "strict", "import"),
     (model("return x", head=HEAD + "from torch.nn.functional import *\n"), "cuda", "strict", "import"),
     # --- re-running __init__ (where torch compute is allowed) from forward
     (model("return ModelNew.__init__(self, x)"), "cuda", "strict", "init_reentry"),
@@ -574,7 +574,7 @@ def test_native_line_numbers() -> None:
 
 
 def test_native_sources_of_shipped_examples_pass() -> None:
-    from tools.dsl.inline_ext import find_native_sources
+    from kernelgraph.tools.dsl.inline_ext import find_native_sources
 
     paths = sorted(glob.glob("examples/*/kernel_cpp.py"))
     for path in paths:

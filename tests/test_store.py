@@ -4,9 +4,9 @@ import threading
 
 import pytest
 
-from state.models import validate_verdict
-from state.store import RunStore, open_store
-from tools.harness.verdict import Check, Failure, Timing, Verdict
+from kernelgraph.state.models import validate_verdict
+from kernelgraph.state.store import RunStore, open_store
+from kernelgraph.tools.harness.verdict import Check, Failure, Timing, Verdict
 
 
 @pytest.fixture

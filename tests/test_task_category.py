@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.task_category import FAMILIES, TABLE, category_of, normalize
+from kernelgraph.tools.task_category import FAMILIES, TABLE, category_of, normalize
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELBENCH = ROOT.parent / "shared" / "kernelbench"

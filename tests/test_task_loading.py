@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from tools.harness.verdict import INCORRECT, PASSED, TaskError, UsageError
-from tools.task import TaskSource, parse_sets
+from kernelgraph.tools.harness.verdict import INCORRECT, PASSED, TaskError, UsageError
+from kernelgraph.tools.task import TaskSource, parse_sets
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import struct
 import pytest
 import torch
 
-from tools.harness import tensorfile
-from tools.harness.tensorfile import MAGIC, TensorFileError, load_values, save_values
+from kernelgraph.tools.harness import tensorfile
+from kernelgraph.tools.harness.tensorfile import MAGIC, TensorFileError, load_values, save_values
 
 
 @pytest.fixture

@@ -7,12 +7,12 @@ import os
 
 import pytest
 
-from tools.harness.cache import EvalCache
-from tools.harness.config import EvalConfig
-from tools.harness.evaluate import evaluate
-from tools.harness.verdict import PASSED
-from tools.harness.warm import WARM_POOL, WarmPool
-from tools.harness.workers import WorkerSettings, spawn_worker
+from kernelgraph.tools.harness.cache import EvalCache
+from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.evaluate import evaluate
+from kernelgraph.tools.harness.verdict import PASSED
+from kernelgraph.tools.harness.warm import WARM_POOL, WarmPool
+from kernelgraph.tools.harness.workers import WorkerSettings, spawn_worker
 
 SETUP = {"device": "cpu", "precision": "fp32", "threads": 1, "dsl": "cpp"}
 

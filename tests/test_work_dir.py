@@ -6,10 +6,10 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-from tools.harness import evaluate as evaluate_module
-from tools.harness.cache import EvalCache
-from tools.harness.config import EvalConfig
-from tools.harness.refstore import ReferenceStore
+from kernelgraph.tools.harness import evaluate as evaluate_module
+from kernelgraph.tools.harness.cache import EvalCache
+from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.refstore import ReferenceStore
 
 
 def readable_text(root: Path) -> dict[str, str]:

@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import Iterator
 
-from tools.harness.cache import cache_root
+from kernelgraph.tools.harness.cache import cache_root
 
 
 def physical_device(device: str) -> str:

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from tools.harness.env_info import cpu_model
+from kernelgraph.tools.harness.env_info import cpu_model
 
 T, G = 1e12, 1e9
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tools.harness.verdict import TaskError, UsageError
+from kernelgraph.tools.harness.verdict import TaskError, UsageError
 
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 

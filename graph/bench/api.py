@@ -12,25 +12,26 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from graph.bench import folder as bench_folder
-from graph.bench.executors import ExecutorOptions, make_executor
-from graph.bench.job import PROJECT_ROOT, Job, stop_live_runs
-from graph.bench.metrics import latest, summarize
-from graph.bench.progress import BenchProgress
-from graph.bench.report import write_report
-from graph.bench.scheduler import Dispatcher, plan
-from graph.bench.suite import discover
-from graph.runner import validate_settings
-from state.bench import (
+from kernelgraph import IMPORT_ROOT
+from kernelgraph.graph.bench import folder as bench_folder
+from kernelgraph.graph.bench.executors import ExecutorOptions, make_executor
+from kernelgraph.graph.bench.job import Job, stop_live_runs
+from kernelgraph.graph.bench.metrics import latest, summarize
+from kernelgraph.graph.bench.progress import BenchProgress
+from kernelgraph.graph.bench.report import write_report
+from kernelgraph.graph.bench.scheduler import Dispatcher, plan
+from kernelgraph.graph.bench.suite import discover
+from kernelgraph.graph.runner import validate_settings
+from kernelgraph.state.bench import (
     BenchEnvironment,
     BenchManifest,
     BenchSettings,
     BenchSummary,
     SampleResult,
 )
-from state.config import RunConfig
-from state.store import default_path
-from tools.harness.verdict import UsageError
+from kernelgraph.state.config import RunConfig
+from kernelgraph.state.store import default_path
+from kernelgraph.tools.harness.verdict import UsageError
 
 
 @dataclass
@@ -193,7 +194,7 @@ def environment(db: Path, results: list[SampleResult], executor, devices: int) -
 def _verdict_env(db: Path, run_ids: list[str]) -> dict:
     """The environment of the first evaluation measured by this bench's runs (a cached one's
     if every verdict came from the cache)."""
-    from state.store import open_store
+    from kernelgraph.state.store import open_store
 
     with open_store(db) as store:
         envs = [(e["verdict"].get("cached", False), e["env"])
@@ -213,7 +214,7 @@ def kernelgraph_version() -> str:
     version = _version("kernelgraph") or "unknown"
     try:
         commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
+            ["git", "rev-parse", "--short", "HEAD"], cwd=IMPORT_ROOT, capture_output=True,
             text=True, timeout=5,
         ).stdout.strip()  # fmt: skip
     except (OSError, subprocess.SubprocessError):

@@ -11,10 +11,10 @@ from typing import Annotated
 
 import typer
 
-from graph.cli_options import SetOpt, app, default_device, err
-from graph.cli_run import DEFAULT_DSL, raise_interrupt
-from state.bench import BenchSettings
-from tools.harness.verdict import UsageError
+from kernelgraph.graph.cli_options import SetOpt, app, default_device, err
+from kernelgraph.graph.cli_run import DEFAULT_DSL, raise_interrupt
+from kernelgraph.state.bench import BenchSettings
+from kernelgraph.tools.harness.verdict import UsageError
 
 
 @app.command()
@@ -86,9 +86,9 @@ def bench(
 ) -> None:
     """Run every problem of a suite (each an ordinary run) and report pass rate, fast_p,
     geomean speedups and % of speed-of-light."""
-    from graph.bench.api import load_bench, resume_bench, start_bench
-    from graph.bench.executors import ExecutorOptions
-    from graph.bench.progress import BenchProgress
+    from kernelgraph.graph.bench.api import load_bench, resume_bench, start_bench
+    from kernelgraph.graph.bench.executors import ExecutorOptions
+    from kernelgraph.graph.bench.progress import BenchProgress
 
     if compare:
         _compare(*compare, as_json)
@@ -176,9 +176,9 @@ def _print_outcome(outcome, as_json: bool) -> None:
 
 
 def _compare(folder_a: Path, folder_b: Path, as_json: bool) -> None:
-    from graph.bench.api import load_bench
-    from graph.bench.metrics import compare
-    from graph.bench.report import render_compare_markdown
+    from kernelgraph.graph.bench.api import load_bench
+    from kernelgraph.graph.bench.metrics import compare
+    from kernelgraph.graph.bench.report import render_compare_markdown
 
     a, b = load_bench(folder_a), load_bench(folder_b)
     rows = compare(a.results, b.results)
@@ -197,7 +197,7 @@ def report(
     db: Annotated[Path | None, typer.Option(help="Run store path.")] = None,
 ) -> None:
     """Draw one run: its candidates over time, speedup per iteration, and the graph's edges."""
-    from graph.run_report import render_run_html, render_run_markdown, run_report_data
+    from kernelgraph.graph.run_report import render_run_html, render_run_markdown, run_report_data
 
     data = run_report_data(run_id, db)
     path = out or Path("runs") / run_id / "report.html"

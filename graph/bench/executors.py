@@ -15,9 +15,9 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from graph.bench.job import Job, execute
-from state.bench import SampleResult
-from tools.harness.verdict import UsageError
+from kernelgraph.graph.bench.job import Job, execute
+from kernelgraph.state.bench import SampleResult
+from kernelgraph.tools.harness.verdict import UsageError
 
 
 class WorkerLost(Exception):
@@ -86,8 +86,8 @@ class LocalExecutor:
 
 # name -> "module:class"; imported on use, so that the optional `ray` extra stays optional
 EXECUTORS = {
-    "local": "graph.bench.executors:LocalExecutor",
-    "ray": "graph.bench.ray_executor:RayExecutor",
+    "local": "kernelgraph.graph.bench.executors:LocalExecutor",
+    "ray": "kernelgraph.graph.bench.ray_executor:RayExecutor",
 }
 
 

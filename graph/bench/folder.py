@@ -11,8 +11,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from state.bench import MANIFEST_VERSION, BenchManifest, SampleResult
-from tools.harness.verdict import UsageError
+from kernelgraph.state.bench import MANIFEST_VERSION, BenchManifest, SampleResult
+from kernelgraph.tools.harness.verdict import UsageError
 
 MANIFEST = "bench.json"
 RESULTS = "results.jsonl"

@@ -18,11 +18,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from graph.bench.folder import STARTED, append_line
-from state.bench import SampleResult
-from tools.harness.sandbox import die_with_parent
+from kernelgraph import IMPORT_ROOT
+from kernelgraph.graph.bench.folder import STARTED, append_line
+from kernelgraph.state.bench import SampleResult
+from kernelgraph.tools.harness.sandbox import die_with_parent
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 RUN_STARTED = re.compile(r"^run (\S+): ")
 TERM_GRACE_S = 20.0  # a run given SIGTERM marks itself interrupted and stops its harness
 _LIVE: set[subprocess.Popen] = set()  # runs of this process's jobs, for stop_live_runs
@@ -53,8 +53,16 @@ class Job:
 def command(job: Job) -> list[str]:
     tail = ["--json", "--quiet", "--db", job.db]
     if job.resume_run_id:
-        return [sys.executable, "-m", "graph.cli", "resume", job.resume_run_id, *tail]
-    return [sys.executable, "-m", "graph.cli", "run", job.problem["path"], *job.run_args, *tail]
+        return [sys.executable, "-m", "kernelgraph.graph.cli", "resume", job.resume_run_id, *tail]
+    return [
+        sys.executable,
+        "-m",
+        "kernelgraph.graph.cli",
+        "run",
+        job.problem["path"],
+        *job.run_args,
+        *tail,
+    ]
 
 
 def log_path(job: Job) -> Path:
@@ -73,7 +81,7 @@ def execute(job: Job, worker: str) -> SampleResult:
     path = log_path(job)
     path.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **job.env}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [IMPORT_ROOT, env.get("PYTHONPATH")]))
     start = time.monotonic()
     with open(path, "a") as log:
         log.write(f"$ {' '.join(command(job))}\n")
@@ -189,9 +197,9 @@ def _tail(path: Path, lines: int = 3) -> str:
 def details(result: SampleResult, run_id: str, db: Path) -> SampleResult:
     """Fill in what the run store knows: the best kernel's timing and roofline against the
     run's one baseline, candidates, spend, and the time to the first verified candidate."""
-    from graph.inspect import live_status, run_state
-    from state.llm_calls import run_spend
-    from state.store import open_store
+    from kernelgraph.graph.inspect import live_status, run_state
+    from kernelgraph.state.llm_calls import run_spend
+    from kernelgraph.state.store import open_store
 
     with open_store(db) as store:
         run = store.get_run(run_id)

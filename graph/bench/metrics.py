@@ -20,7 +20,7 @@ import statistics
 from collections.abc import Callable, Iterable
 from typing import TypedDict
 
-from state.bench import FAST_P, BenchProblem, BenchSummary, GroupMetrics, SampleResult
+from kernelgraph.state.bench import FAST_P, BenchProblem, BenchSummary, GroupMetrics, SampleResult
 
 SAME_WITHIN = 0.05  # `compare`: a speedup ratio within 5% of 1 is noise, not a change
 

@@ -10,9 +10,9 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from graph import html_page
-from graph.html_page import plt  # pyplot on the Agg backend
-from state.bench import BenchSummary, SampleResult
+from kernelgraph.graph import html_page
+from kernelgraph.graph.html_page import plt  # pyplot on the Agg backend
+from kernelgraph.state.bench import BenchSummary, SampleResult
 
 EAGER, COMPILE = "#1f77b4", "#ff7f0e"
 

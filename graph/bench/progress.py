@@ -9,7 +9,7 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from state.bench import SampleResult
+from kernelgraph.state.bench import SampleResult
 
 
 class BenchProgress:

@@ -9,10 +9,11 @@ system): a job's run writes them. On one box that always holds.
 
 from __future__ import annotations
 
-from graph.bench.executors import ExecutorOptions, WorkerLost
-from graph.bench.job import PROJECT_ROOT, Job, execute
-from state.bench import SampleResult
-from tools.harness.verdict import UsageError
+from kernelgraph import IMPORT_ROOT
+from kernelgraph.graph.bench.executors import ExecutorOptions, WorkerLost
+from kernelgraph.graph.bench.job import Job, execute
+from kernelgraph.state.bench import SampleResult
+from kernelgraph.tools.harness.verdict import UsageError
 
 ACTOR_RESTARTS = 3
 
@@ -63,7 +64,7 @@ class RayExecutor:
                 address=address,
                 ignore_reinit_error=True,
                 log_to_driver=False,
-                runtime_env={"env_vars": {"PYTHONPATH": str(PROJECT_ROOT)}},
+                runtime_env={"env_vars": {"PYTHONPATH": IMPORT_ROOT}},
             )
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise UsageError(f"bench --ray {options.ray_address}: cannot join: {exc}") from exc

@@ -8,11 +8,11 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
-from graph import html_page as hp
-from graph.bench import plots
-from graph.bench.metrics import best_samples
-from graph.bench.suite import natural_key
-from state.bench import BenchManifest, BenchSummary, GroupMetrics, SampleResult
+from kernelgraph.graph import html_page as hp
+from kernelgraph.graph.bench import plots
+from kernelgraph.graph.bench.metrics import best_samples
+from kernelgraph.graph.bench.suite import natural_key
+from kernelgraph.state.bench import BenchManifest, BenchSummary, GroupMetrics, SampleResult
 
 Block = tuple  # ("p", text) | ("table", header, rows) | ("ul", items)
 Section = tuple[str, list[Block]]

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from graph.bench.executors import WorkerLost
-from graph.bench.job import Job, details
-from state.bench import BenchManifest, SampleResult
+from kernelgraph.graph.bench.executors import WorkerLost
+from kernelgraph.graph.bench.job import Job, details
+from kernelgraph.state.bench import BenchManifest, SampleResult
 
 FINAL = ("verified", "no_verified_kernel", "task_error", "timeout")  # not run again on resume
 RESUMABLE = ("interrupted", "running", "awaiting_approval")  # the run store's statuses
@@ -62,8 +62,8 @@ def plan(manifest: BenchManifest, folder: Path, db: Path, results: list[SampleRe
 
 
 def _run_status(db: Path, run_id: str) -> str | None:
-    from graph.inspect import live_status
-    from state.store import open_store
+    from kernelgraph.graph.inspect import live_status
+    from kernelgraph.state.store import open_store
 
     with open_store(db) as store:
         row = store.get_run(run_id)

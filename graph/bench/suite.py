@@ -11,9 +11,9 @@ import fnmatch
 import re
 from pathlib import Path
 
-from state.bench import BenchProblem
-from tools.harness.verdict import UsageError
-from tools.task_category import category_of
+from kernelgraph.state.bench import BenchProblem
+from kernelgraph.tools.harness.verdict import UsageError
+from kernelgraph.tools.task_category import category_of
 
 LEVEL = re.compile(r"^level\d+$")
 

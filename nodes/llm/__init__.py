@@ -9,8 +9,8 @@ Every error it lets out is an `LLMError` with a readable message, a `stop_reason
 `exit_code` (see errors.py).
 """
 
-from nodes.llm.chat import CallInfo, ChatModel, ChatReply, CodeAnswer
-from nodes.llm.errors import (
+from kernelgraph.nodes.llm.chat import CallInfo, ChatModel, ChatReply, CodeAnswer
+from kernelgraph.nodes.llm.errors import (
     AuthFailed,
     BadReply,
     BrainStop,
@@ -25,7 +25,7 @@ from nodes.llm.errors import (
     RequestRejected,
     ScriptExhausted,
 )
-from nodes.llm.session import LLMSession, open_session
+from kernelgraph.nodes.llm.session import LLMSession, open_session
 
 __all__ = [
     "AuthFailed",

@@ -6,12 +6,12 @@ earlier sessions spent.
 
 from __future__ import annotations
 
-from nodes.llm.chat import ChatModel, ChatReply
-from nodes.llm.errors import BudgetExhausted
-from nodes.llm.prices import cost, price_of
-from state.config import Limits, ModelConfig
-from state.llm_calls import insert_call, known_usd, run_spend
-from state.store import RunStore
+from kernelgraph.nodes.llm.chat import ChatModel, ChatReply
+from kernelgraph.nodes.llm.errors import BudgetExhausted
+from kernelgraph.nodes.llm.prices import cost, price_of
+from kernelgraph.state.config import Limits, ModelConfig
+from kernelgraph.state.llm_calls import insert_call, known_usd, run_spend
+from kernelgraph.state.store import RunStore
 
 
 def check_budget(store: RunStore, run_id: str, limits: Limits) -> None:

@@ -20,8 +20,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel
 
-from nodes.llm.chat import CallInfo, ChatReply, Message, Method
-from nodes.llm.errors import (
+from kernelgraph.nodes.llm.chat import CallInfo, ChatReply, Message, Method
+from kernelgraph.nodes.llm.errors import (
     AuthFailed,
     EndpointDown,
     LLMError,
@@ -29,7 +29,7 @@ from nodes.llm.errors import (
     RateLimited,
     RequestRejected,
 )
-from state.config import ModelConfig
+from kernelgraph.state.config import ModelConfig
 
 KEY_VARS = ("KERNELGRAPH_API_KEY", "OPENAI_API_KEY")
 BASE_URL_VAR = "KERNELGRAPH_BASE_URL"

@@ -7,7 +7,7 @@ models cost nothing.
 
 from __future__ import annotations
 
-from state.config import ModelConfig, Price
+from kernelgraph.state.config import ModelConfig, Price
 
 PER = 1_000_000
 

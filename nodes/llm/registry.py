@@ -13,13 +13,13 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from nodes.llm.chat import ChatModel
-from nodes.llm.errors import ModelConfigError
-from nodes.llm.openai_chat import BASE_URL_VAR, OpenAIChat
-from nodes.llm.replay import ReplayChat
-from nodes.llm.script import ScriptChat
-from state.config import ModelConfig
-from state.store import RunStore
+from kernelgraph.nodes.llm.chat import ChatModel
+from kernelgraph.nodes.llm.errors import ModelConfigError
+from kernelgraph.nodes.llm.openai_chat import BASE_URL_VAR, OpenAIChat
+from kernelgraph.nodes.llm.replay import ReplayChat
+from kernelgraph.nodes.llm.script import ScriptChat
+from kernelgraph.state.config import ModelConfig
+from kernelgraph.state.store import RunStore
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from nodes.llm.chat import CallInfo, ChatReply, Message, Method
-from nodes.llm.errors import ModelConfigError, ReplayMissing
-from state.llm_calls import count_replied, has_recorded_calls, recorded_replies
-from state.store import RunStore
+from kernelgraph.nodes.llm.chat import CallInfo, ChatReply, Message, Method
+from kernelgraph.nodes.llm.errors import ModelConfigError, ReplayMissing
+from kernelgraph.state.llm_calls import count_replied, has_recorded_calls, recorded_replies
+from kernelgraph.state.store import RunStore
 
 MAX_LINEAGE = 32
 

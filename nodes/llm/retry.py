@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from nodes.llm.chat import ChatReply
-from nodes.llm.errors import EndpointDown, RateLimited
+from kernelgraph.nodes.llm.chat import ChatReply
+from kernelgraph.nodes.llm.errors import EndpointDown, RateLimited
 
 RETRY_AFTER_CAP_S = 60.0
 

@@ -26,15 +26,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from nodes.llm.chat import CallInfo, ChatReply, Message, Method, estimate_tokens
-from nodes.llm.errors import (
+from kernelgraph.nodes.llm.chat import CallInfo, ChatReply, Message, Method, estimate_tokens
+from kernelgraph.nodes.llm.errors import (
     AuthFailed,
     EndpointDown,
     ModelConfigError,
     RateLimited,
     ScriptExhausted,
 )
-from state.config import LLM_NODES
+from kernelgraph.state.config import LLM_NODES
 
 KINDS = ("text", "json", "file", "truncated", "error")
 ERRORS = ("down", "rate_limit", "auth")

@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from nodes.llm.accounting import check_budget, record_call
-from nodes.llm.chat import (
+from kernelgraph.nodes.llm.accounting import check_budget, record_call
+from kernelgraph.nodes.llm.chat import (
     CallInfo,
     ChatModel,
     ChatReply,
@@ -32,15 +32,15 @@ from nodes.llm.chat import (
     clean_messages,
     prompt_sha,
 )
-from nodes.llm.errors import BadReply, ModelConfigError, RequestRejected
-from nodes.llm.extract import ReplyProblem, code_answer
-from nodes.llm.prices import price_of
-from nodes.llm.registry import make_chat
-from nodes.llm.retry import with_retries
-from nodes.llm.structured import complete_json, parse_json
-from state.config import Limits, ModelConfig
-from state.llm_calls import run_spend
-from state.store import RunStore
+from kernelgraph.nodes.llm.errors import BadReply, ModelConfigError, RequestRejected
+from kernelgraph.nodes.llm.extract import ReplyProblem, code_answer
+from kernelgraph.nodes.llm.prices import price_of
+from kernelgraph.nodes.llm.registry import make_chat
+from kernelgraph.nodes.llm.retry import with_retries
+from kernelgraph.nodes.llm.structured import complete_json, parse_json
+from kernelgraph.state.config import Limits, ModelConfig
+from kernelgraph.state.llm_calls import run_spend
+from kernelgraph.state.store import RunStore
 
 T = TypeVar("T")
 NOT_A_CHAT_MODEL = ("builtin",)

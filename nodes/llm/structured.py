@@ -15,9 +15,9 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, ValidationError
 
-from nodes.llm.chat import CallInfo, ChatModel, ChatReply, Message, Method
-from nodes.llm.errors import RequestRejected
-from nodes.llm.extract import ReplyProblem, fenced_blocks
+from kernelgraph.nodes.llm.chat import CallInfo, ChatModel, ChatReply, Message, Method
+from kernelgraph.nodes.llm.errors import RequestRejected
+from kernelgraph.nodes.llm.extract import ReplyProblem, fenced_blocks
 
 log = logging.getLogger(__name__)
 

@@ -53,7 +53,7 @@ __all__ = ["ANALYSIS_VERSION", "analysis_cache_key", "analyze_task"]
 
 def __getattr__(name: str) -> Any:
     if name in ("analyze_task", "analysis_cache_key"):
-        from tools.analysis import api
+        from kernelgraph.tools.analysis import api
 
         return getattr(api, name)
-    raise AttributeError(f"module 'tools.analysis' has no attribute {name!r}")
+    raise AttributeError(f"module 'kernelgraph.tools.analysis' has no attribute {name!r}")

@@ -14,14 +14,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from tools.analysis import ANALYSIS_VERSION
-from tools.harness.cache import EvalCache
-from tools.harness.config import EvalConfig
-from tools.harness.evaluate import Evaluation
-from tools.harness.infra import retried
-from tools.harness.verdict import TaskError
-from tools.harness.workers import WorkerRun
-from tools.task import TaskSource
+from kernelgraph.tools.analysis import ANALYSIS_VERSION
+from kernelgraph.tools.harness.cache import EvalCache
+from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.evaluate import Evaluation
+from kernelgraph.tools.harness.infra import retried
+from kernelgraph.tools.harness.verdict import TaskError
+from kernelgraph.tools.harness.workers import WorkerRun
+from kernelgraph.tools.task import TaskSource
 
 ROLE = "analyze"
 

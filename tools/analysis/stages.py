@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tools.analysis.ops import NO_COMPUTE, OTHER, POINTWISE, PROLOGUE_KINDS, VIEW
+from kernelgraph.tools.analysis.ops import NO_COMPUTE, OTHER, POINTWISE, PROLOGUE_KINDS, VIEW
 
 
 def resolve(label: str, ops: list[dict[str, Any]]) -> str:

@@ -15,9 +15,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 
-from tools.analysis import ops as op_table
-from tools.analysis.scalars import ScalarValues, plain_number
-from tools.analysis.stages import resolve
+from kernelgraph.tools.analysis import ops as op_table
+from kernelgraph.tools.analysis.scalars import ScalarValues, plain_number
+from kernelgraph.tools.analysis.stages import resolve
 
 MAX_OPS = 4000  # ops beyond this are counted, not listed (a Python loop of many small ops)
 MAX_ARGS_CHARS = 160

@@ -16,11 +16,11 @@ from typing import Any
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
-from tools import roofline
-from tools.analysis import ANALYSIS_VERSION
-from tools.analysis.scalars import ScalarValues
-from tools.analysis.stages import build_stages, stage_of
-from tools.analysis.trace import (
+from kernelgraph.tools import roofline
+from kernelgraph.tools.analysis import ANALYSIS_VERSION
+from kernelgraph.tools.analysis.scalars import ScalarValues
+from kernelgraph.tools.analysis.stages import build_stages, stage_of
+from kernelgraph.tools.analysis.trace import (
     StayOnMeta,
     describe_value,
     dtype_name,
@@ -29,11 +29,11 @@ from tools.analysis.trace import (
     record_ops,
     short_repr,
 )
-from tools.harness import reference as ref
-from tools.harness.exchange import read_message
-from tools.harness.stopwatch import watch
-from tools.harness.verdict import TaskError
-from tools.task import TaskSource
+from kernelgraph.tools.harness import reference as ref
+from kernelgraph.tools.harness.exchange import read_message
+from kernelgraph.tools.harness.stopwatch import watch
+from kernelgraph.tools.harness.verdict import TaskError
+from kernelgraph.tools.task import TaskSource
 
 CPU_FALLBACK_BYTES = 64 << 20  # inputs + parameters; above this, no real-tensor run here
 

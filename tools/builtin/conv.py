@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from tools.builtin.kernels import Store
+from kernelgraph.tools.builtin.kernels import Store
 
 CONVOLUTIONS = frozenset({"convolution", "_convolution"})
 INT32_LIMIT = 2**31 - 1

@@ -13,12 +13,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tools.builtin import cpp_emit, cpp_gemm, cpp_pool, cpp_rows, cpp_scan
-from tools.builtin.errors import Unsupported
-from tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction
-from tools.builtin.pooling import PoolKernel
-from tools.builtin.scans import ScanKernel
-from tools.dsl.cpp_bindings import OPT_FLAGS, extension_name, pybind_module
+from kernelgraph.tools.builtin import cpp_emit, cpp_gemm, cpp_pool, cpp_rows, cpp_scan
+from kernelgraph.tools.builtin.errors import Unsupported
+from kernelgraph.tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction
+from kernelgraph.tools.builtin.pooling import PoolKernel
+from kernelgraph.tools.builtin.scans import ScanKernel
+from kernelgraph.tools.dsl.cpp_bindings import OPT_FLAGS, extension_name, pybind_module
 
 HELPERS = r"""#include <algorithm>
 #include <cmath>

@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 import re
 
-from tools.builtin.expr import Expr, Load, const, var, walk
-from tools.builtin.kernels import FusedKernel, Store
-from tools.builtin.printer import Printer, operator_or_call
+from kernelgraph.tools.builtin.expr import Expr, Load, const, var, walk
+from kernelgraph.tools.builtin.kernels import FusedKernel, Store
+from kernelgraph.tools.builtin.printer import Printer, operator_or_call
 
 MAX_WIDTH = 256  # longest chunk of strided rows a row kernel keeps accumulators for
 INT32_LIMIT = 2**31 - 1

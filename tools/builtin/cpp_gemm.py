@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from string import Template
 
-from tools.builtin.cpp_emit import (
+from kernelgraph.tools.builtin.cpp_emit import (
     CppSyntax,
     dynamic_outputs,
     indent,
@@ -20,9 +20,9 @@ from tools.builtin.cpp_emit import (
     print_stores,
     split_index,
 )  # fmt: skip
-from tools.builtin.cpp_emit import signature as c_signature
-from tools.builtin.kernels import GemmKernel, Store
-from tools.builtin.printer import Printer
+from kernelgraph.tools.builtin.cpp_emit import signature as c_signature
+from kernelgraph.tools.builtin.kernels import GemmKernel, Store
+from kernelgraph.tools.builtin.printer import Printer
 
 MR, NR = 6, 32  # register tile: 12 zmm accumulators
 PARAMS = ["threads", "BLOCK_M", "BLOCK_N", "BLOCK_K"]

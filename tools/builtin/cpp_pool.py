@@ -8,10 +8,17 @@ torch does); averages divide by torch's count; then the epilogue's stores.
 
 from __future__ import annotations
 
-from tools.builtin.cpp_emit import CppSyntax, dynamic_outputs, indent, loop, print_stores, signature
-from tools.builtin.cpp_rows import DOUBLE_SUM_RLEN
-from tools.builtin.pooling import PoolKernel, Window
-from tools.builtin.printer import Printer
+from kernelgraph.tools.builtin.cpp_emit import (
+    CppSyntax,
+    dynamic_outputs,
+    indent,
+    loop,
+    print_stores,
+    signature,
+)
+from kernelgraph.tools.builtin.cpp_rows import DOUBLE_SUM_RLEN
+from kernelgraph.tools.builtin.pooling import PoolKernel, Window
+from kernelgraph.tools.builtin.printer import Printer
 
 DIMS = ("d", "h", "w")
 PARALLEL = "#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)"

@@ -15,7 +15,7 @@ What does not vary along r is hoisted out of the sweeps (per-row loads, 1 / sum,
 
 from __future__ import annotations
 
-from tools.builtin.cpp_emit import (
+from kernelgraph.tools.builtin.cpp_emit import (
     MAX_WIDTH,
     MIN_ROW,
     CppSyntax,
@@ -29,9 +29,9 @@ from tools.builtin.cpp_emit import (
     split_length,
     uses,
 )  # fmt: skip
-from tools.builtin.expr import Expr, call, const, var, walk
-from tools.builtin.kernels import FusedKernel, Reduction, Store
-from tools.builtin.printer import Printer
+from kernelgraph.tools.builtin.expr import Expr, call, const, var, walk
+from kernelgraph.tools.builtin.kernels import FusedKernel, Reduction, Store
+from kernelgraph.tools.builtin.printer import Printer
 
 INIT = {"sum": "0.0f", "prod": "1.0f", "max": "-INFINITY", "min": "INFINITY"}
 CLAUSE = {"sum": "+", "prod": "*", "max": "max", "min": "min"}

@@ -9,10 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from tools.builtin.cpp_emit import MAX_WIDTH, CppSyntax, indent, index_type, loop, signature, uses
-from tools.builtin.expr import Expr
-from tools.builtin.printer import Printer
-from tools.builtin.scans import ScanKernel
+from kernelgraph.tools.builtin.cpp_emit import (
+    MAX_WIDTH,
+    CppSyntax,
+    indent,
+    index_type,
+    loop,
+    signature,
+    uses,
+)
+from kernelgraph.tools.builtin.expr import Expr
+from kernelgraph.tools.builtin.printer import Printer
+from kernelgraph.tools.builtin.scans import ScanKernel
 
 PARALLEL = "#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)"
 IDENTITY = {"sum": "0.0", "prod": "1.0"}

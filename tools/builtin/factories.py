@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tools.builtin.values import source_text
+from kernelgraph.tools.builtin.values import source_text
 
 # op name -> position of the fill value in argv (None: the number itself)
 FILLS: dict[str, tuple[int | None, float]] = {

@@ -14,9 +14,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tools.builtin.errors import FusionError
-from tools.builtin.expr import Expr, Load, broadcast_strides, call, const, offset_of, repeat_offset
-from tools.builtin.values import Value
+from kernelgraph.tools.builtin.errors import FusionError
+from kernelgraph.tools.builtin.expr import (
+    Expr,
+    Load,
+    broadcast_strides,
+    call,
+    const,
+    offset_of,
+    repeat_offset,
+)
+from kernelgraph.tools.builtin.values import Value
 
 Gather = Callable[[dict[str, Any], Expr, list[int], Value], Expr]
 GATHERS: dict[str, Gather] = {}

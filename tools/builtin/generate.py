@@ -13,15 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tools.builtin.cpp_backend import CppBackend
-from tools.builtin.errors import Unsupported
-from tools.builtin.layouts import k_major_operands
-from tools.builtin.module import render
-from tools.builtin.program import Program, build_program
-from tools.builtin.reference_init import InitUnavailable, ReferenceInit, extract
-from tools.builtin.split import split_program
-from tools.builtin.triton_backend import TritonBackend
-from tools.harness.config import PRECISIONS
+from kernelgraph.tools.builtin.cpp_backend import CppBackend
+from kernelgraph.tools.builtin.errors import Unsupported
+from kernelgraph.tools.builtin.layouts import k_major_operands
+from kernelgraph.tools.builtin.module import render
+from kernelgraph.tools.builtin.program import Program, build_program
+from kernelgraph.tools.builtin.reference_init import InitUnavailable, ReferenceInit, extract
+from kernelgraph.tools.builtin.split import split_program
+from kernelgraph.tools.builtin.triton_backend import TritonBackend
+from kernelgraph.tools.harness.config import PRECISIONS
 
 # DSL name -> backend factory(device, precision). Adding a DSL to the builtin is one entry.
 BACKENDS: dict[str, Callable[[str, str], Any]] = {"triton": TritonBackend, "cpp": CppBackend}
@@ -92,7 +92,7 @@ class Generator:
         """Why the file with the reference's __init__ cannot be used ("" when it can): a name
         of the task clashing with the file's own, or static-check findings that the fallback
         does not have (so they come from the copied code)."""
-        from tools.harness.static_checks import check_python
+        from kernelgraph.tools.harness.static_checks import check_python
 
         reference, self.reference = self.reference, None
         fallback = self._render(config)

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tools.builtin.conv import CONVOLUTIONS, conv_kernel, conv_spec
-from tools.builtin.errors import FusionError, Unsupported
-from tools.builtin.expr import (
+from kernelgraph.tools.builtin.conv import CONVOLUTIONS, conv_kernel, conv_spec
+from kernelgraph.tools.builtin.errors import FusionError, Unsupported
+from kernelgraph.tools.builtin.expr import (
     Expr,
     Load,
     _merge,
@@ -28,12 +28,19 @@ from tools.builtin.expr import (
     var,
     walk,
 )
-from tools.builtin.gathers import CONCATS, GATHERS
-from tools.builtin.kernels import FusedKernel, GemmKernel, Operand, Reduction, Store, numel
-from tools.builtin.lowering import Position, lower_pointwise
-from tools.builtin.pooling import PoolKernel, pool_kernel, pool_key, pool_spec
-from tools.builtin.reductions import ROW_OPS, RowLowering, row_key
-from tools.builtin.values import Value
+from kernelgraph.tools.builtin.gathers import CONCATS, GATHERS
+from kernelgraph.tools.builtin.kernels import (
+    FusedKernel,
+    GemmKernel,
+    Operand,
+    Reduction,
+    Store,
+    numel,
+)
+from kernelgraph.tools.builtin.lowering import Position, lower_pointwise
+from kernelgraph.tools.builtin.pooling import PoolKernel, pool_kernel, pool_key, pool_spec
+from kernelgraph.tools.builtin.reductions import ROW_OPS, RowLowering, row_key
+from kernelgraph.tools.builtin.values import Value
 
 # Views that keep row-major element order when the element count does not change.
 RESHAPES = frozenset(

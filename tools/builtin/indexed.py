@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tools.builtin.expr import Expr, as_expr, call, const
-from tools.builtin.lowering import INDEXED, Position
+from kernelgraph.tools.builtin.expr import Expr, as_expr, call, const
+from kernelgraph.tools.builtin.lowering import INDEXED, Position
 
 
 def _ix(op: str, a: Expr, b: int) -> Expr:

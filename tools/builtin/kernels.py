@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from tools.builtin.expr import Expr, loads, walk
+from kernelgraph.tools.builtin.expr import Expr, loads, walk
 
 
 @dataclass

@@ -21,10 +21,10 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from tools.builtin.conv import ConvKernel
-from tools.builtin.expr import loads
-from tools.builtin.kernels import GemmKernel, Operand
-from tools.builtin.program import Program, Step
+from kernelgraph.tools.builtin.conv import ConvKernel
+from kernelgraph.tools.builtin.expr import loads
+from kernelgraph.tools.builtin.kernels import GemmKernel, Operand
+from kernelgraph.tools.builtin.program import Program, Step
 
 MIN_REUSE = 1024
 # uses of each input element (cout_g x kernel positions) that pay for the copies: with 128

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tools.builtin.errors import Unsupported
-from tools.builtin.expr import Expr, call, const, reduce, var
-from tools.builtin.reductions import ROW_OPS, RowArgs, RowLowering, _get, _register
+from kernelgraph.tools.builtin.errors import Unsupported
+from kernelgraph.tools.builtin.expr import Expr, call, const, reduce, var
+from kernelgraph.tools.builtin.reductions import ROW_OPS, RowArgs, RowLowering, _get, _register
 
 NONE, MEAN, SUM = 0, 1, 2
 

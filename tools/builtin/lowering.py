@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tools.builtin.errors import Unsupported
-from tools.builtin.expr import Expr, as_expr, call, const
+from kernelgraph.tools.builtin.errors import Unsupported
+from kernelgraph.tools.builtin.expr import Expr, as_expr, call, const
 
 Lowering = Callable[[list[Any], dict[str, Any]], Expr]
 POINTWISE: dict[str, Lowering] = {}

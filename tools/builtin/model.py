@@ -14,11 +14,11 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from state.sketch import Plan, Sketch, Stage, Tunable
-from tools.builtin.errors import Unsupported
-from tools.builtin.generate import Generator
-from tools.builtin.kernels import FusedKernel, GemmKernel
-from tools.builtin.module import read_config
+from kernelgraph.state.sketch import Plan, Sketch, Stage, Tunable
+from kernelgraph.tools.builtin.errors import Unsupported
+from kernelgraph.tools.builtin.generate import Generator
+from kernelgraph.tools.builtin.kernels import FusedKernel, GemmKernel
+from kernelgraph.tools.builtin.module import read_config
 
 Config = dict[str, dict[str, Any]]
 # The tunable that trades accuracy for speed, fastest value first. Until a config verifies, its

@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-from tools.builtin.program import Program, Step
-from tools.builtin.reference_init import ReferenceInit
+from kernelgraph.tools.builtin.program import Program, Step
+from kernelgraph.tools.builtin.reference_init import ReferenceInit
 
 CONFIG_MARK = "# kernelgraph-builtin config: "
 
@@ -147,7 +147,7 @@ def _first_param_device(program: Program) -> str:
 
 
 def _attr(path: str) -> str:
-    from tools.builtin.program import attribute
+    from kernelgraph.tools.builtin.program import attribute
 
     return attribute(path)
 

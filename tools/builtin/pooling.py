@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tools.builtin.expr import Expr, offset_of, var, walk
-from tools.builtin.kernels import Store, numel
-from tools.builtin.values import Value
+from kernelgraph.tools.builtin.expr import Expr, offset_of, var, walk
+from kernelgraph.tools.builtin.kernels import Store, numel
+from kernelgraph.tools.builtin.values import Value
 
 INT32_LIMIT = 2**31 - 1
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from tools.builtin.expr import INDEX_OPS, Expr, Load
+from kernelgraph.tools.builtin.expr import INDEX_OPS, Expr, Load
 
 
 class Syntax(Protocol):

@@ -11,21 +11,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tools.analysis.ops import ALLOC, NO_COMPUTE, POINTWISE, VIEW
-from tools.builtin import indexed, losses  # noqa: F401  (they register their lowerings)
-from tools.builtin.conv import CONVOLUTIONS
-from tools.builtin.errors import FusionError, Unsupported
-from tools.builtin.factories import factory_call
-from tools.builtin.gathers import CONCATS, GATHERS
-from tools.builtin.groups import GEMMS, GroupContext, GroupResult, build_group, op_name
-from tools.builtin.kernels import FusedKernel, GemmKernel
-from tools.builtin.lowering import INDEXED
-from tools.builtin.lowering import POINTWISE as POINTWISE_OPS
-from tools.builtin.pooling import PoolKernel, pool_key
-from tools.builtin.reductions import row_key
-from tools.builtin.scans import SCAN_OPS, fuse_scan
-from tools.builtin.updates import prepare_ops
-from tools.builtin.values import (
+from kernelgraph.tools.analysis.ops import ALLOC, NO_COMPUTE, POINTWISE, VIEW
+from kernelgraph.tools.builtin import indexed, losses  # noqa: F401  (they register their lowerings)
+from kernelgraph.tools.builtin.conv import CONVOLUTIONS
+from kernelgraph.tools.builtin.errors import FusionError, Unsupported
+from kernelgraph.tools.builtin.factories import factory_call
+from kernelgraph.tools.builtin.gathers import CONCATS, GATHERS
+from kernelgraph.tools.builtin.groups import GEMMS, GroupContext, GroupResult, build_group, op_name
+from kernelgraph.tools.builtin.kernels import FusedKernel, GemmKernel
+from kernelgraph.tools.builtin.lowering import INDEXED
+from kernelgraph.tools.builtin.lowering import POINTWISE as POINTWISE_OPS
+from kernelgraph.tools.builtin.pooling import PoolKernel, pool_key
+from kernelgraph.tools.builtin.reductions import row_key
+from kernelgraph.tools.builtin.scans import SCAN_OPS, fuse_scan
+from kernelgraph.tools.builtin.updates import prepare_ops
+from kernelgraph.tools.builtin.values import (
     DROPPED_KWARGS,
     Value,
     float_dtype,
@@ -34,7 +34,7 @@ from tools.builtin.values import (
     replay,
     source_text,
 )  # fmt: skip
-from tools.harness import op_policy
+from kernelgraph.tools.harness import op_policy
 
 CONSTANTS = (
     "only a one-element constant made from a number, read by a pointwise op, and tensors made by "

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from tools.builtin.errors import Unsupported
-from tools.builtin.expr import Expr, call, const, reduce
-from tools.builtin.lowering import power
+from kernelgraph.tools.builtin.errors import Unsupported
+from kernelgraph.tools.builtin.expr import Expr, call, const, reduce
+from kernelgraph.tools.builtin.lowering import power
 
 
 class RowArgs(Protocol):

@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tools.builtin.errors import FusionError, Unsupported
-from tools.builtin.expr import (
+from kernelgraph.tools.builtin.errors import FusionError, Unsupported
+from kernelgraph.tools.builtin.expr import (
     Expr,
     Load,
     broadcast_strides,
@@ -31,8 +31,8 @@ from tools.builtin.expr import (
     var,
     walk,
 )
-from tools.builtin.gathers import GATHERS, flipped_offset
-from tools.builtin.groups import (
+from kernelgraph.tools.builtin.gathers import GATHERS, flipped_offset
+from kernelgraph.tools.builtin.groups import (
     BUILDERS,
     GroupBuilder,
     GroupResult,
@@ -42,8 +42,8 @@ from tools.builtin.groups import (
     collapse,
     op_name,
 )
-from tools.builtin.kernels import numel
-from tools.builtin.lowering import INDEXED, POINTWISE
+from kernelgraph.tools.builtin.kernels import numel
+from kernelgraph.tools.builtin.lowering import INDEXED, POINTWISE
 
 SCAN_OPS = {"cumsum": "sum", "cumprod": "prod"}  # ATen op -> how the scan combines
 IDENTITY = {"sum": 0.0, "prod": 1.0}

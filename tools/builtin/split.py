@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tools.builtin.expr import Expr, Load, const, substitute, var
-from tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction, Store
-from tools.builtin.program import Program, Step
+from kernelgraph.tools.builtin.expr import Expr, Load, const, substitute, var
+from kernelgraph.tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction, Store
+from kernelgraph.tools.builtin.program import Program, Step
 
 ATOMIC_KINDS = frozenset({"sum", "max", "min"})
 SCRATCH_INIT = {"sum": "0.0", "max": "float('-inf')", "min": "float('inf')"}

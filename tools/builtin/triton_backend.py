@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tools.builtin import triton_conv, triton_emit, triton_pool, triton_scan
-from tools.builtin.conv import ConvKernel
-from tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction
-from tools.builtin.pooling import PoolKernel
-from tools.builtin.scans import ScanKernel
+from kernelgraph.tools.builtin import triton_conv, triton_emit, triton_pool, triton_scan
+from kernelgraph.tools.builtin.conv import ConvKernel
+from kernelgraph.tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction
+from kernelgraph.tools.builtin.pooling import PoolKernel
+from kernelgraph.tools.builtin.scans import ScanKernel
 
 SMS = 132  # streaming multiprocessors of an H100 SXM: "too few programs" is relative to this
 MAX_PERSISTENT_R = 32768  # longer rows loop: softmax's max and sum online, in one pass

@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tools.builtin.conv import ConvKernel
-from tools.builtin.printer import Printer
-from tools.builtin.triton_emit import TritonSyntax, _indent, _signature
+from kernelgraph.tools.builtin.conv import ConvKernel
+from kernelgraph.tools.builtin.printer import Printer
+from kernelgraph.tools.builtin.triton_emit import TritonSyntax, _indent, _signature
 
 UNROLL = 16  # kernel windows up to this long are unrolled (tl.static_range)
 INTERPRETER_BLOCK = 1 << 16

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 
-from tools.builtin.expr import Load
-from tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction
-from tools.builtin.printer import Printer, operator_or_call
+from kernelgraph.tools.builtin.expr import Load
+from kernelgraph.tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction
+from kernelgraph.tools.builtin.printer import Printer, operator_or_call
 
 INT32_LIMIT = 2**31 - 1
 INIT = {"sum": "0.0", "prod": "1.0", "max": '-float("inf")', "min": 'float("inf")'}

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tools.builtin.pooling import PoolKernel, Window
-from tools.builtin.printer import Printer
-from tools.builtin.triton_emit import TritonSyntax, _indent, _signature
+from kernelgraph.tools.builtin.pooling import PoolKernel, Window
+from kernelgraph.tools.builtin.printer import Printer
+from kernelgraph.tools.builtin.triton_emit import TritonSyntax, _indent, _signature
 
 DIMS = ("d", "h", "w")
 UNROLL = 8  # windows up to this long are unrolled (tl.static_range); longer ones loop

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tools.builtin.expr import walk
-from tools.builtin.printer import Printer
-from tools.builtin.scans import IDENTITY, ScanKernel
-from tools.builtin.triton_emit import INT32_LIMIT, TritonSyntax, _indent, _signature
+from kernelgraph.tools.builtin.expr import walk
+from kernelgraph.tools.builtin.printer import Printer
+from kernelgraph.tools.builtin.scans import IDENTITY, ScanKernel
+from kernelgraph.tools.builtin.triton_emit import INT32_LIMIT, TritonSyntax, _indent, _signature
 
 SCAN = {"sum": "tl.cumsum(x, axis=1{rev})", "prod": "tl.associative_scan(x, 1, _multiply{rev})"}
 TOTAL = {"sum": "tl.sum(x, axis=1)[:, None]", "prod": "tl.reduce(x, 1, _multiply)[:, None]"}
@@ -73,7 +73,10 @@ def default(kernel: ScanKernel, gpu: bool) -> dict[str, Any]:
     """Contiguous rows: one program per row (a few when rows are short), 2048-wide blocks;
     strided rows: 64 neighbouring rows by 16 steps. Under the interpreter, the fewest
     programs."""
-    from tools.builtin.triton_backend import INTERPRETER_BLOCK, next_pow2  # imports this module
+    from kernelgraph.tools.builtin.triton_backend import (  # imports this module
+        INTERPRETER_BLOCK,
+        next_pow2,
+    )
 
     block_r = next_pow2(kernel.rlen)
     if not gpu:

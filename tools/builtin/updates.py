@@ -21,8 +21,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from tools.analysis.stages import resolve
-from tools.builtin.errors import Unsupported
+from kernelgraph.tools.analysis.stages import resolve
+from kernelgraph.tools.builtin.errors import Unsupported
 
 # Batch norm's ops: (index of `training`, of `momentum`, of `eps`, running stats kept).
 BATCH_NORMS = {

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from tools.builtin.errors import Unsupported
+from kernelgraph.tools.builtin.errors import Unsupported
 
 FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import importlib
 
-from tools.dsl.base import CompileReport, DslAdapter, LaunchCounter, NativeSource
+from kernelgraph.tools.dsl.base import CompileReport, DslAdapter, LaunchCounter, NativeSource
 
 # name -> "module:Class". Adding a DSL is one line here plus its module and prompts/dsl/<name>/.
 _REGISTRY: dict[str, str] = {
-    "triton": "tools.dsl.triton:TritonAdapter",
-    "cpp": "tools.dsl.cpp:CppAdapter",
-    "cuda": "tools.dsl.cuda:CudaAdapter",
-    "tilelang": "tools.dsl.tilelang:TileLangAdapter",
+    "triton": "kernelgraph.tools.dsl.triton:TritonAdapter",
+    "cpp": "kernelgraph.tools.dsl.cpp:CppAdapter",
+    "cuda": "kernelgraph.tools.dsl.cuda:CudaAdapter",
+    "tilelang": "kernelgraph.tools.dsl.tilelang:TileLangAdapter",
 }
 _LOADED: dict[str, DslAdapter] = {}
 

@@ -6,7 +6,7 @@ An adapter is used in three places:
 - the compile-check worker process: `compile_check` (for an explicit target, even without
   the device).
 DSL imports (triton, tilelang) happen inside methods, never at module import time, so that
-`tools.dsl` imports on a machine that lacks a DSL.
+`kernelgraph.tools.dsl` imports on a machine that lacks a DSL.
 """
 
 from __future__ import annotations

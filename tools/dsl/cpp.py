@@ -39,7 +39,7 @@ from types import ModuleType
 
 import torch
 
-from tools.dsl.base import (
+from kernelgraph.tools.dsl.base import (
     CompileReport,
     DslAdapter,
     LaunchCounter,
@@ -47,8 +47,8 @@ from tools.dsl.base import (
     describe_error,
     import_file,
 )
-from tools.dsl.cpp_bindings import OPT_FLAGS
-from tools.dsl.inline_ext import (
+from kernelgraph.tools.dsl.cpp_bindings import OPT_FLAGS
+from kernelgraph.tools.dsl.inline_ext import (
     ExtensionProxy,
     NativeBuildError,
     compile_cached,

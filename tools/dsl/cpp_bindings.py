@@ -2,7 +2,7 @@
 
 A kernel file that kernelgraph exports must run without kernelgraph, so generated C++ kernels
 are built with `torch.utils.cpp_extension.load_inline(..., no_implicit_headers=True)` instead of
-`tools.dsl.cpp.build_library`. Without torch's headers a cold build takes a few seconds (the
+`kernelgraph.tools.dsl.cpp.build_library`. Without torch's headers a cold build takes a few seconds (the
 pybind11 header), not the ~20 s of `<torch/extension.h>`; torch caches the build by name and
 source in TORCH_EXTENSIONS_DIR, so a cached build loads in milliseconds without recompiling.
 
@@ -25,7 +25,7 @@ tuning change that only moves run-time arguments keeps its build.
 
 Used at generation time by the builtin's C++ backend (tools/builtin/cpp_backend.py). The
 hand-written C++ kernels (examples/*/kernel_cpp.py, prompts/dsl/cpp/examples/*.py) carry its
-output as their `BINDINGS` string, next to their `SOURCE`; `python -m tools.dsl.cpp_bindings
+output as their `BINDINGS` string, next to their `SOURCE`; `python -m kernelgraph.tools.dsl.cpp_bindings
 FILE...` refreshes it, and tests/test_standalone_kernels.py checks that it is up to date.
 """
 
@@ -165,7 +165,7 @@ def refresh(path: str) -> bool:
     return new != text
 
 
-if __name__ == "__main__":  # python -m tools.dsl.cpp_bindings examples/*/kernel_cpp.py
+if __name__ == "__main__":  # python -m kernelgraph.tools.dsl.cpp_bindings examples/*/kernel_cpp.py
     import sys
 
     for arg in sys.argv[1:]:

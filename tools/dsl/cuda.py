@@ -1,6 +1,6 @@
 """CUDA C built by torch's `load_inline(cuda_sources=...)` on a GPU.
 
-Launches are counted by the shared load_inline wrapping (`tools.dsl.inline_ext`).
+Launches are counted by the shared load_inline wrapping (`kernelgraph.tools.dsl.inline_ext`).
 `compile_check` needs no GPU: it compiles each `cuda_sources` argument to a cubin with nvcc for
 the explicit target, with the flags and include paths torch's extension build uses (C++20, as
 torch 2.13 requires). Host code is only parsed, not linked, so where the toolkit lacks the
@@ -18,8 +18,14 @@ from pathlib import Path
 
 import torch
 
-from tools.dsl.base import CompileReport, DslAdapter, LaunchCounter, NativeSource, cuda_arch
-from tools.dsl.inline_ext import (
+from kernelgraph.tools.dsl.base import (
+    CompileReport,
+    DslAdapter,
+    LaunchCounter,
+    NativeSource,
+    cuda_arch,
+)
+from kernelgraph.tools.dsl.inline_ext import (
     NativeBuildError,
     build_cache_dir,
     compile_cached,

@@ -2,7 +2,7 @@
 
 - Launch counting: torch's `load_inline`/`load` are patched so the extension module they return
   is wrapped in a proxy whose functions record a launch; `record_launch` serves the cpp fast
-  path (`tools.dsl.cpp.build_library`). Ops that extension code runs through ATen stay the
+  path (`kernelgraph.tools.dsl.cpp.build_library`). Ops that extension code runs through ATen stay the
   candidate's: they are not marked internal.
 - Cached compiler runs: `compile_cached` runs g++/nvcc once per sha256 of (source, command,
   compiler version, key), building in a temporary directory and renaming into the cache, so
@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from types import ModuleType
 
-from tools.dsl.base import LaunchCounter, NativeSource
+from kernelgraph.tools.dsl.base import LaunchCounter, NativeSource
 
 _counter: LaunchCounter | None = None  # the counter installed in this process
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from tools.dsl.base import (
+from kernelgraph.tools.dsl.base import (
     CompileReport,
     DslAdapter,
     LaunchCounter,

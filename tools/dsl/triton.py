@@ -13,7 +13,7 @@ import functools
 import os
 from pathlib import Path
 
-from tools.dsl.base import (
+from kernelgraph.tools.dsl.base import (
     CompileReport,
     DslAdapter,
     LaunchCounter,

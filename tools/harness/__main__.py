@@ -1,6 +1,6 @@
-"""`python -m tools.harness`: JSON in, JSON out, on a bare GPU box (stdlib + torch only).
+"""`python -m kernelgraph.tools.harness`: JSON in, JSON out, on a bare GPU box (stdlib + torch only).
 
-    python -m tools.harness < request.json      # or: python -m tools.harness request.json
+    python -m kernelgraph.tools.harness < request.json      # or: python -m kernelgraph.tools.harness request.json
     {"task": "t.py", "kernel": "k.py", "config": {"dsl": "triton", "device": "cuda", ...}}
 
 Prints one JSON line (the verdict, or {"error": ...}). Exit code 0 passed, 1 other verdicts,
@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import sys
 
-from tools.harness.config import EvalConfig
-from tools.harness.evaluate import evaluate
-from tools.harness.verdict import TaskError, UsageError
+from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.evaluate import evaluate
+from kernelgraph.tools.harness.verdict import TaskError, UsageError
 
 
 def main(argv: list[str]) -> int:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tools.harness.config import EvalConfig
-from tools.harness.static_gate import StaticFailure
-from tools.harness.verdict import (
+from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.static_gate import StaticFailure
+from kernelgraph.tools.harness.verdict import (
     COMPILE_ERROR,
     CRASHED,
     INCORRECT,
@@ -20,7 +20,7 @@ from tools.harness.verdict import (
     Verdict,
     status_for_failed_check,
 )
-from tools.harness.worker import SELF_LIMIT_EXIT
+from kernelgraph.tools.harness.worker import SELF_LIMIT_EXIT
 
 # When several checks fail, the verdict names the most fundamental one.
 STATUS_ORDER = (COMPILE_ERROR, TIMEOUT, CRASHED, REJECTED, INCORRECT)
@@ -147,7 +147,7 @@ def _guard_checks(config: EvalConfig, meta: dict, report: dict, fail, checks) ->
         )
     else:
         checks.append(Check(CheckName.KERNEL_LAUNCHED, True, f"{sum(launches.values())} launches"))
-    from tools.harness.op_policy import violations
+    from kernelgraph.tools.harness.op_policy import violations
 
     bad = violations(report.get("ops", {}).keys(), config.policy)
     if bad:
@@ -328,7 +328,7 @@ def _fill_timing(verdict: Verdict, config: EvalConfig, meta: dict, report: dict,
 
 
 def _fill_sol(verdict: Verdict, config: EvalConfig, meta: dict, peaks: dict | None) -> None:
-    from tools import roofline
+    from kernelgraph.tools import roofline
 
     if not peaks or meta.get("min_bytes") is None:
         verdict.sol = {

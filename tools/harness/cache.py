@@ -10,7 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from tools.harness.exchange import write_json
+from kernelgraph.tools.harness.exchange import write_json
 
 
 def cache_root() -> Path:

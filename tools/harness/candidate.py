@@ -14,17 +14,17 @@ from typing import Any
 
 import torch
 
-from tools.dsl import LaunchCounter, get_adapter
-from tools.harness import guards
-from tools.harness import reference as ref
-from tools.harness.buffers import BufferState
-from tools.harness.config import PRECISIONS
-from tools.harness.exchange import as_output_list, read_message
-from tools.harness.memory import device_peak_bytes, release
-from tools.harness.stopwatch import watch
-from tools.harness.tensorfile import load_values, save_values
-from tools.harness.timing import time_loop
-from tools.harness.verdict import (
+from kernelgraph.tools.dsl import LaunchCounter, get_adapter
+from kernelgraph.tools.harness import guards
+from kernelgraph.tools.harness import reference as ref
+from kernelgraph.tools.harness.buffers import BufferState
+from kernelgraph.tools.harness.config import PRECISIONS
+from kernelgraph.tools.harness.exchange import as_output_list, read_message
+from kernelgraph.tools.harness.memory import device_peak_bytes, release
+from kernelgraph.tools.harness.stopwatch import watch
+from kernelgraph.tools.harness.tensorfile import load_values, save_values
+from kernelgraph.tools.harness.timing import time_loop
+from kernelgraph.tools.harness.verdict import (
     COMPILE_ERROR,
     CRASHED,
     Check,

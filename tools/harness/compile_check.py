@@ -6,8 +6,8 @@ from pathlib import Path
 
 import torch
 
-from tools.dsl import get_adapter
-from tools.harness.tensorfile import load_values
+from kernelgraph.tools.dsl import get_adapter
+from kernelgraph.tools.harness.tensorfile import load_values
 
 
 def run(spec: dict) -> dict:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tools.dsl import get_adapter
-from tools.harness.config import EvalConfig
-from tools.harness.evaluate import Evaluation, _prepare_meta, _read_kernel
-from tools.harness.infra import retried
-from tools.harness.reference import verification_seeds
-from tools.harness.static_gate import run_static_checks
-from tools.harness.verdict import UsageError
-from tools.task import TaskSource
+from kernelgraph.tools.dsl import get_adapter
+from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.evaluate import Evaluation, _prepare_meta, _read_kernel
+from kernelgraph.tools.harness.infra import retried
+from kernelgraph.tools.harness.reference import verification_seeds
+from kernelgraph.tools.harness.static_gate import run_static_checks
+from kernelgraph.tools.harness.verdict import UsageError
+from kernelgraph.tools.task import TaskSource
 
 
 def compile_only(

@@ -90,7 +90,7 @@ class EvalConfig:
 def cache_key(code: str, task_hash: str, config: EvalConfig) -> str:
     """A verdict's key: the code, the task, the settings, and the machine that measured it
     (caches sit in homes that clusters share between machines)."""
-    from tools.harness.machine import fingerprint
+    from kernelgraph.tools.harness.machine import fingerprint
 
     digest = hashlib.sha256()
     digest.update(hashlib.sha256(code.encode()).digest())

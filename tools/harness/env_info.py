@@ -15,7 +15,7 @@ import subprocess
 
 import torch
 
-from tools.harness.machine import cpu_model
+from kernelgraph.tools.harness.machine import cpu_model
 
 # The only environment variables recorded: each one changes timings or numerics.
 ENV_VARS = ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")

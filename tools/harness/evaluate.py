@@ -16,23 +16,29 @@ import os
 import time
 from pathlib import Path
 
-from tools.dsl import get_adapter
-from tools.harness.assemble import assemble, static_verdict
-from tools.harness.cache import EvalCache
-from tools.harness.config import EvalConfig, cache_key
-from tools.harness.exchange import read_json
-from tools.harness.extra_shapes import check_extra_shapes
-from tools.harness.infra import InfraFailure, check_worker, retried
-from tools.harness.janitor import JANITOR, owned_folder
-from tools.harness.memory import host_limit_bytes
-from tools.harness.reference import pool_seeds, reference_seeds, verification_seeds
-from tools.harness.refstore import RefEntry, ReferenceStore, ephemeral_entry, store_key
-from tools.harness.sandbox import isolation
-from tools.harness.static_gate import run_static_checks
-from tools.harness.verdict import TaskError, UsageError, Verdict
-from tools.harness.warm import WARM_POOL
-from tools.harness.workers import PendingWorker, WorkerRun, WorkerSettings, send, spawn_worker
-from tools.task import TaskSource
+from kernelgraph.tools.dsl import get_adapter
+from kernelgraph.tools.harness.assemble import assemble, static_verdict
+from kernelgraph.tools.harness.cache import EvalCache
+from kernelgraph.tools.harness.config import EvalConfig, cache_key
+from kernelgraph.tools.harness.exchange import read_json
+from kernelgraph.tools.harness.extra_shapes import check_extra_shapes
+from kernelgraph.tools.harness.infra import InfraFailure, check_worker, retried
+from kernelgraph.tools.harness.janitor import JANITOR, owned_folder
+from kernelgraph.tools.harness.memory import host_limit_bytes
+from kernelgraph.tools.harness.reference import pool_seeds, reference_seeds, verification_seeds
+from kernelgraph.tools.harness.refstore import RefEntry, ReferenceStore, ephemeral_entry, store_key
+from kernelgraph.tools.harness.sandbox import isolation
+from kernelgraph.tools.harness.static_gate import run_static_checks
+from kernelgraph.tools.harness.verdict import TaskError, UsageError, Verdict
+from kernelgraph.tools.harness.warm import WARM_POOL
+from kernelgraph.tools.harness.workers import (
+    PendingWorker,
+    WorkerRun,
+    WorkerSettings,
+    send,
+    spawn_worker,
+)
+from kernelgraph.tools.task import TaskSource
 
 
 class Evaluation:
@@ -390,7 +396,7 @@ def _read_kernel(kernel: Path) -> str:
 
 
 def _check_config(config: EvalConfig):
-    from tools.harness.config import POLICIES, PRECISIONS
+    from kernelgraph.tools.harness.config import POLICIES, PRECISIONS
 
     try:
         adapter = get_adapter(config.dsl)

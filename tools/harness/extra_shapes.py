@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tools.harness.config import EvalConfig
-from tools.harness.verdict import TaskError
-from tools.task import TaskSource
+from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.verdict import TaskError
+from kernelgraph.tools.task import TaskSource
 
 SHRINKS = (("half+1", lambda v: v // 2 + 1), ("third+3", lambda v: v // 3 + 3))
 

@@ -13,8 +13,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from tools.dsl.base import LaunchCounter
-from tools.harness.compare import fingerprint
+from kernelgraph.tools.dsl.base import LaunchCounter
+from kernelgraph.tools.harness.compare import fingerprint
 
 
 class OpRecorder(TorchDispatchMode):

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from tools.harness.sandbox import ProcessResult
-from tools.harness.verdict import HarnessError
+from kernelgraph.tools.harness.sandbox import ProcessResult
+from kernelgraph.tools.harness.verdict import HarnessError
 
 T = TypeVar("T")
 

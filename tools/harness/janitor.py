@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from tools.harness.exchange import work_root
+from kernelgraph.tools.harness.exchange import work_root
 
 # kg-eval-PID@HOST-xxxxxxxx, as made by owned_folder (mkdtemp's suffix: 8 of [a-z0-9_])
 LEFT_BEHIND = re.compile(r"^kg-(?:eval|warm)-(\d+)@(.+)-[a-z0-9_]{8}$")

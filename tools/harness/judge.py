@@ -16,10 +16,10 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from tools import roofline
-from tools.harness import reference as ref
-from tools.harness.buffers import BufferState
-from tools.harness.compare import (
+from kernelgraph.tools import roofline
+from kernelgraph.tools.harness import reference as ref
+from kernelgraph.tools.harness.buffers import BufferState
+from kernelgraph.tools.harness.compare import (
     ArgReduction,
     Mismatch,
     compare,
@@ -27,14 +27,14 @@ from tools.harness.compare import (
     tracks_reference,
     within_tolerance_only,
 )
-from tools.harness.config import PRECISIONS
-from tools.harness.env_info import collect_env
-from tools.harness.exchange import as_output_list, read_message
-from tools.harness.memory import device_peak_bytes, release
-from tools.harness.stopwatch import watch
-from tools.harness.tensorfile import load_values
-from tools.harness.timing import time_loop
-from tools.task import TaskSource
+from kernelgraph.tools.harness.config import PRECISIONS
+from kernelgraph.tools.harness.env_info import collect_env
+from kernelgraph.tools.harness.exchange import as_output_list, read_message
+from kernelgraph.tools.harness.memory import device_peak_bytes, release
+from kernelgraph.tools.harness.stopwatch import watch
+from kernelgraph.tools.harness.tensorfile import load_values
+from kernelgraph.tools.harness.timing import time_loop
+from kernelgraph.tools.task import TaskSource
 
 ARG_REDUCTIONS = ("aten.argmax.default", "aten.argmin.default")
 

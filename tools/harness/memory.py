@@ -57,7 +57,7 @@ class DeviceBusy(Exception):
 
 def check_fits(meta: dict, device: str, task) -> None:
     """Refuse a task whose estimated peak exceeds the device's free memory."""
-    from tools.harness.verdict import TaskError
+    from kernelgraph.tools.harness.verdict import TaskError
 
     needed = peak_device_estimate(meta)
     free = free_device_bytes(device)
@@ -84,7 +84,7 @@ def check_fits(meta: dict, device: str, task) -> None:
 def check_disk(meta: dict, seeds: int, folders: list[Path]) -> None:
     """The reference's inputs and outputs for every seed must fit the disk they go to, with
     what other builds under way will still write there counted as used (disk_claims.py)."""
-    from tools.harness.disk_claims import check_and_claim
+    from kernelgraph.tools.harness.disk_claims import check_and_claim
 
     inputs, outputs = meta.get("input_bytes"), meta.get("output_bytes")
     if inputs is None or outputs is None:

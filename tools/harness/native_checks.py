@@ -13,8 +13,8 @@ Line numbers are relative to the source string; the caller adds where the string
 
 from __future__ import annotations
 
-from tools.harness.op_policy import COMPUTE, FREE, HEAVY, classify, method_kind
-from tools.harness.static_checks import Finding
+from kernelgraph.tools.harness.op_policy import COMPUTE, FREE, HEAVY, classify, method_kind
+from kernelgraph.tools.harness.static_checks import Finding
 
 NATIVE_COMPUTE, NATIVE_LIBRARY, NATIVE_UNSAFE = "native_compute", "native_library", "native_unsafe"
 NATIVE_FILE, NATIVE_SIDE_STREAM = "native_file", "native_side_stream"

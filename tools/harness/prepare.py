@@ -14,17 +14,17 @@ from typing import Any
 
 import torch
 
-from tools import roofline
-from tools.harness import reference as ref
-from tools.harness.buffers import BufferState
-from tools.harness.compare import compare, fingerprint, is_constant
-from tools.harness.config import PRECISIONS
-from tools.harness.exchange import as_output_list, read_message
-from tools.harness.memory import check_disk, check_fits, device_peak_bytes, release
-from tools.harness.stopwatch import watch
-from tools.harness.tensorfile import load_values, save_values
-from tools.harness.verdict import TaskError
-from tools.task import TaskSource
+from kernelgraph.tools import roofline
+from kernelgraph.tools.harness import reference as ref
+from kernelgraph.tools.harness.buffers import BufferState
+from kernelgraph.tools.harness.compare import compare, fingerprint, is_constant
+from kernelgraph.tools.harness.config import PRECISIONS
+from kernelgraph.tools.harness.exchange import as_output_list, read_message
+from kernelgraph.tools.harness.memory import check_disk, check_fits, device_peak_bytes, release
+from kernelgraph.tools.harness.stopwatch import watch
+from kernelgraph.tools.harness.tensorfile import load_values, save_values
+from kernelgraph.tools.harness.verdict import TaskError
+from kernelgraph.tools.task import TaskSource
 
 
 def run(spec: dict) -> dict:
@@ -238,6 +238,6 @@ def _call(fn, what: str, task: TaskSource):
 
 
 def _aliases(outputs, inputs) -> bool:
-    from tools.harness.guards import aliasing
+    from kernelgraph.tools.harness.guards import aliasing
 
     return bool(aliasing(outputs, inputs))

@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from tools.harness.config import Precision
-from tools.harness.exchange import to_device
+from kernelgraph.tools.harness.config import Precision
+from kernelgraph.tools.harness.exchange import to_device
 
 CONSTRUCT_SEED = 42
 TIMING_SEED = 1001  # the timing pool's second input set when only one seed is verified

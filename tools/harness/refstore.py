@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools.harness.cache import cache_root
-from tools.harness.config import HARNESS_VERSION, EvalConfig
-from tools.harness.exchange import read_json, write_json
-from tools.harness.machine import fingerprint
+from kernelgraph.tools.harness.cache import cache_root
+from kernelgraph.tools.harness.config import HARNESS_VERSION, EvalConfig
+from kernelgraph.tools.harness.exchange import read_json, write_json
+from kernelgraph.tools.harness.machine import fingerprint
 
 STORE_VERSION = "2"  # 2: the buffers forward updates, per seed
 META = "meta.json"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 
-from tools.harness.static_rules import (  # noqa: F401 - Finding and RULES are re-exported
+from kernelgraph.tools.harness.static_rules import (  # noqa: F401 - Finding and RULES are re-exported
     _ATTR_FUNCS,
     _BUILTIN_RULES,
     _COMMON_MODULES,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tools.harness.config import EvalConfig
-from tools.harness.native_checks import check_native
-from tools.harness.static_checks import Finding, check_python
-from tools.harness.verdict import CheckName
+from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.native_checks import check_native
+from kernelgraph.tools.harness.static_checks import Finding, check_python
+from kernelgraph.tools.harness.verdict import CheckName
 
 SYNTAX_RULE = "syntax"
 

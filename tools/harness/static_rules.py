@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from tools.harness.op_policy import COMPUTE, FREE, HEAVY, classify, method_kind
+from kernelgraph.tools.harness.op_policy import COMPUTE, FREE, HEAVY, classify, method_kind
 
 
 @dataclass
@@ -35,7 +35,7 @@ _COMMON_MODULES = _words("__future__ torch torch.nn torch.nn.functional math typ
                          "functools itertools operator")
 DSL_MODULES = {  # module prefixes each DSL may import on top of the common ones
     "triton": ("triton",), "tilelang": ("tilelang",), "cuda": ("torch.utils.cpp_extension",),
-    "cpp": ("torch.utils.cpp_extension", "tools.dsl.cpp"),
+    "cpp": ("torch.utils.cpp_extension", "kernelgraph.tools.dsl.cpp"),
 }
 _MODULE_RULES = {
     **dict.fromkeys(_words("ctypes subprocess multiprocessing os posix nt importlib socket ssl "
@@ -97,7 +97,7 @@ _KERNEL_DECORATORS = _words("triton.jit triton.autotune triton.heuristics tilela
                             "tilelang.lazy_jit tilelang.prim_func tilelang.language.prim_func "
                             "tilelang.language.macro")
 _EXT_BUILDERS = _words("torch.utils.cpp_extension.load_inline torch.utils.cpp_extension.load "
-                       "tools.dsl.cpp.build_library tilelang.compile")
+                       "kernelgraph.tools.dsl.cpp.build_library tilelang.compile")
 _LOOKUP_ERRORS = _words("KeyError IndexError AttributeError LookupError ImportError "
                         "ModuleNotFoundError StopIteration")
 _MAIN_EXEMPT = {TORCH_COMPUTE, TORCH_FALLBACK, INIT_REENTRY, REFERENCE}  # never runs on import

@@ -20,8 +20,8 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.harness.janitor import owned_folder
-from tools.harness.workers import PendingWorker
+from kernelgraph.tools.harness.janitor import owned_folder
+from kernelgraph.tools.harness.workers import PendingWorker
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Entry point of every harness subprocess: `python -m tools.harness.worker ROLE SPEC.json`.
+"""Entry point of every harness subprocess: `python -m kernelgraph.tools.harness.worker ROLE SPEC.json`.
 
 The spec and the result are JSON files in the evaluation's work directory. The worker also
 enforces its own wall-clock limit, so it cannot outlive a parent that died without killing it.
@@ -15,17 +15,17 @@ import time
 import traceback
 from pathlib import Path
 
-from tools.harness.exchange import read_json, write_json
-from tools.harness.memory import DeviceBusy
-from tools.harness.stopwatch import watch
-from tools.harness.verdict import TaskError
+from kernelgraph.tools.harness.exchange import read_json, write_json
+from kernelgraph.tools.harness.memory import DeviceBusy
+from kernelgraph.tools.harness.stopwatch import watch
+from kernelgraph.tools.harness.verdict import TaskError
 
 ROLES = {
-    "prepare": "tools.harness.prepare",
-    "candidate": "tools.harness.candidate",
-    "judge": "tools.harness.judge",
-    "compile": "tools.harness.compile_check",
-    "analyze": "tools.analysis.worker",
+    "prepare": "kernelgraph.tools.harness.prepare",
+    "candidate": "kernelgraph.tools.harness.candidate",
+    "judge": "kernelgraph.tools.harness.judge",
+    "compile": "kernelgraph.tools.harness.compile_check",
+    "analyze": "kernelgraph.tools.analysis.worker",
 }
 SELF_LIMIT_EXIT = 124
 

@@ -9,12 +9,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools.harness.cache import shared_build_env
-from tools.harness.exchange import write_json
-from tools.harness.fifo_clock import FifoClock
-from tools.harness.sandbox import Limits, ProcessResult, Sandboxed, scrubbed_env
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from kernelgraph import IMPORT_ROOT
+from kernelgraph.tools.harness.cache import shared_build_env
+from kernelgraph.tools.harness.exchange import write_json
+from kernelgraph.tools.harness.fifo_clock import FifoClock
+from kernelgraph.tools.harness.sandbox import Limits, ProcessResult, Sandboxed, scrubbed_env
 
 
 @dataclass
@@ -78,13 +77,13 @@ def spawn_worker(
     spec["spawned_at"] = time.time()
     write_json(home / "spec.json", spec)
     extra = {
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(filter(None, [IMPORT_ROOT, os.environ.get("PYTHONPATH")])),
         "OMP_NUM_THREADS": str(settings.threads),
         **shared_build_env(),
         **dict(settings.env),
     }
     process = Sandboxed(
-        [sys.executable, "-m", "tools.harness.worker", role, str(home / "spec.json")],
+        [sys.executable, "-m", "kernelgraph.tools.harness.worker", role, str(home / "spec.json")],
         cwd=home,
         env=scrubbed_env(extra, home),
         limits=Limits(limit, settings.host_limit),

@@ -7,7 +7,7 @@ loop refreshes one buffer in place, so from its second call on the stale result 
 import torch
 import torch.nn as nn
 
-from tools.dsl.cpp import build_library
+from kernelgraph.tools.dsl.cpp import build_library
 
 SOURCE = r"""
 #include <cstdint>

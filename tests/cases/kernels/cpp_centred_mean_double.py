@@ -4,7 +4,7 @@ rounding noise from the reference's, both far inside atol of the exact answer, z
 import torch
 import torch.nn as nn
 
-from tools.dsl.cpp import build_library
+from kernelgraph.tools.dsl.cpp import build_library
 
 SOURCE = r"""
 #include <cstdint>

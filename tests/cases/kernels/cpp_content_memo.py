@@ -8,7 +8,7 @@ dictionary lookup and a copy, and no kernel runs.
 import torch
 import torch.nn as nn
 
-from tools.dsl.cpp import build_library
+from kernelgraph.tools.dsl.cpp import build_library
 
 SOURCE = r"""
 #include <cstdint>

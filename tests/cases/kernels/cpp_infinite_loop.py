@@ -3,7 +3,7 @@
 import torch
 import torch.nn as nn
 
-from tools.dsl.cpp import build_library
+from kernelgraph.tools.dsl.cpp import build_library
 
 SOURCE = r"""
 #include <cstdint>

@@ -4,7 +4,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from tools.dsl.cpp import build_library
+from kernelgraph.tools.dsl.cpp import build_library
 
 SOURCE = r"""
 #include <cstdint>
