@@ -18,7 +18,7 @@ from kernelgraph.graph.build import compile_graph
 from kernelgraph.graph.checkpoints import checkpoint_list
 from kernelgraph.graph.errors import RunError
 from kernelgraph.graph.progress import Progress
-from kernelgraph.graph.runner import _drive, _open_run, validate_config
+from kernelgraph.graph.runner import _open_run, drive, validate_config
 from kernelgraph.graph.summary import RunSummary
 from kernelgraph.state.checkpoint import open_checkpointer
 from kernelgraph.state.config import RunConfig
@@ -79,7 +79,7 @@ def branch(
     store.update_run(new_id, status="running")
     if on_start:
         on_start(new_id)
-    return _drive(store, new_id, RunConfig.model_validate(new_config), None, progress)
+    return drive(store, new_id, RunConfig.model_validate(new_config), None, progress)
 
 
 def _changed(old: RunConfig, new: RunConfig, names: tuple[str, ...]) -> bool:

@@ -69,6 +69,14 @@ def start(config: RunConfig, db: Path | None = None, progress: Progress | None =
     """A new run of the graph; `on_start` gets the run id before any work."""
     validate_config(config)
     store = open_store(db)
+    run_id = new_run(store, config)
+    if on_start:
+        on_start(run_id)
+    return drive(store, run_id, config, GraphState(), progress)
+
+
+def new_run(store: RunStore, config: RunConfig) -> str:
+    """A run of a validated config in `store`, marked running; its id."""
     task = TaskSource.read(config.task_path, config.sets)
     run_id = store.create_run(
         kind="run",
@@ -84,9 +92,7 @@ def start(config: RunConfig, db: Path | None = None, progress: Progress | None =
     except ModelConfigError as exc:
         store.delete_run(run_id)
         raise RunError(str(exc)) from exc
-    if on_start:
-        on_start(run_id)
-    return _drive(store, run_id, config, GraphState(), progress)
+    return run_id
 
 
 def resume(run_id: str, db: Path | None = None, progress: Progress | None = None) -> RunSummary:
@@ -108,7 +114,7 @@ def resume(run_id: str, db: Path | None = None, progress: Progress | None = None
     if snapshot.interrupts:
         return _summary(store, run_id, config, snapshot, None, None)
     start_input = GraphState() if not snapshot.values else None
-    return _drive(store, run_id, config, start_input, progress)
+    return drive(store, run_id, config, start_input, progress)
 
 
 def review(run_id: str, decision: dict[str, Any], db: Path | None = None,
@@ -118,7 +124,7 @@ def review(run_id: str, decision: dict[str, Any], db: Path | None = None,
     app = compile_graph(open_checkpointer(store))
     if not app.get_state(_thread(run_id)).interrupts:
         raise RunError(f"run {run_id} is not waiting for approval (status {row['status']}).")
-    return _drive(store, run_id, config, Command(resume=decision), progress)
+    return drive(store, run_id, config, Command(resume=decision), progress)
 
 
 def approve(run_id: str, db=None, progress=None) -> RunSummary:
@@ -151,9 +157,13 @@ def _thread(run_id: str) -> dict:
     return {"configurable": {"thread_id": run_id}}
 
 
-def _drive(
-    store: RunStore, run_id: str, config: RunConfig, graph_input, progress: Progress | None
-) -> RunSummary:
+def drive(
+    store: RunStore, run_id: str, config: RunConfig, graph_input, progress: Progress | None,
+    app=None, thread: dict | None = None,
+) -> RunSummary:  # fmt: skip
+    """Run the graph on the run's thread in the store's checkpointer; or, given `app` and a
+    node's `thread` (its config), as a subgraph of that node's graph (graph/studio.py)."""
+    thread = thread or _thread(run_id)
     try:
         run_lock.acquire(store, run_id)
     except run_lock.RunLocked as exc:
@@ -175,26 +185,25 @@ def _drive(
             started=started,
             prebuilder=Prebuilder(config.prebuild) if config.device.startswith("cuda") else None,
         )
-        app = compile_graph(open_checkpointer(store))
+        app = app or compile_graph(open_checkpointer(store))
         store.update_run(run_id, status="running")
         error: BaseException | None = None
         try:
             with WARM_POOL.active():  # candidate workers start ahead of their evaluation
                 for update in app.stream(
-                    graph_input, _thread(run_id), context=ctx, stream_mode="updates",
-                    durability="sync",
-                ):  # fmt: skip
+                    graph_input, thread, context=ctx, stream_mode="updates", durability="sync"
+                ):
                     now = time.monotonic()
                     store.add_active_seconds(run_id, now - started - saved)
                     saved = now - started
                     if progress is not None:
-                        values = app.get_state(_thread(run_id)).values
+                        values = app.get_state(thread).values
                         for node in update:
                             if node in NODES:
                                 progress.step(node, _as_state(values), brain.spend())
         except HANDLED as exc:
             error = exc
-        snapshot = app.get_state(_thread(run_id))
+        snapshot = app.get_state(thread)
         return _summary(store, run_id, config, snapshot, ctx, error)
     except ModelConfigError as exc:
         store.update_run(run_id, status="interrupted", stop_reason="model_config")
