@@ -262,6 +262,7 @@ def _validation_message(exc) -> str:
 
 import kernelgraph.graph.bench.cli  # noqa: E402,F401  (registers bench and report on `app`)
 import kernelgraph.graph.cli_inspect  # noqa: E402,F401  (registers run, resume, branch, ... on `app`)
+import kernelgraph.graph.cli_library  # noqa: E402,F401  (registers library ... on `app`)
 
 if __name__ == "__main__":
     main()

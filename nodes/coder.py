@@ -1,8 +1,9 @@
 """coder: write the candidate (`class ModelNew` in the target DSL) from the sketch and the DSL's
 docs; on a retry it also sees the previous code and the failure record, on a refine the
-profile and the best so far, on a rejection the reviewer's words. The model may answer with a
-whole file or with targeted edits (the LLM layer falls back to a rewrite when an edit does not
-apply)."""
+profile and the best so far, on a rejection the reviewer's words. An LLM also sees verified
+kernels of similar tasks from the kernel library (tools/retrieval/). The model may answer
+with a whole file or with targeted edits (the LLM layer falls back to a rewrite when an edit
+does not apply)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from langgraph.runtime import Runtime
 from kernelgraph.nodes.checks import brain_stop, candidate_code, compile_ahead
 from kernelgraph.nodes.context import RunContext
 from kernelgraph.nodes.llm import BadReply, BrainStop
-from kernelgraph.nodes.prompt_context import with_plan
+from kernelgraph.nodes.prompt_context import retrieved, with_plan
 from kernelgraph.state.graph_state import GraphState, Outcome
 
 
@@ -28,6 +29,7 @@ def coder(state: GraphState, runtime: Runtime[RunContext]) -> dict:
         "feedback": ctx.store.get_blob(state.feedback_sha) if state.feedback_sha else None,
         "allow_edit": previous is not None,
     }
+    context["retrieved"] = retrieved(ctx, context["analysis"])  # the kernel library's examples
     counts = dict(state.llm_calls)
     try:
         answer = ctx.brain.code(context, counts, previous)

@@ -13,6 +13,7 @@ from langgraph.runtime import Runtime
 
 from kernelgraph.nodes.checks import failure_outcome, failure_update, run_harness
 from kernelgraph.nodes.context import RunContext
+from kernelgraph.nodes.prompt_context import remember_kernel
 from kernelgraph.state.graph_state import Baseline, Best, GraphState, Outcome
 from kernelgraph.tools.harness.verdict import Timing
 
@@ -51,6 +52,7 @@ def profiler(state: GraphState, runtime: Runtime[RunContext]) -> dict:
         sol_pct=verdict.sol_pct,
         evaluation_id=evaluation_id,
     )
+    remember_kernel(ctx, state, mine, verdict)  # the kernel library learns every verified kernel
     best = state.best
     gain = ctx.config.limits.min_gain_pct / 100.0
     real_gain = best is None or kernel_ms < best.kernel_ms * (1.0 - gain)

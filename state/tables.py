@@ -103,3 +103,43 @@ class LLMCall(Base):
     error: Mapped[str] = mapped_column(Text, default="")
     recorded: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=_now, index=True)
+
+
+class LibraryKernel(Base):
+    """A verified, profiled kernel kept for retrieval (state/library.py). One row per (task,
+    code, device kind); the code is a blob, the text searched is also in `library_kernels_fts`.
+    `run_id` and `candidate_id` say where it came from (no foreign keys: a run may be deleted,
+    an imported kernel has none in this store)."""
+
+    __tablename__ = "library_kernels"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    code_sha: Mapped[str] = mapped_column(ForeignKey("blobs.sha256"))
+    task_hash: Mapped[str] = mapped_column(String(64), index=True)
+    source_hash: Mapped[str] = mapped_column(String(64), index=True)  # the file without --set
+    task_name: Mapped[str] = mapped_column(Text, default="")
+    category: Mapped[str] = mapped_column(String(32), index=True)
+    signature: Mapped[str] = mapped_column(Text, default="")
+    dsl: Mapped[str] = mapped_column(String(32), index=True)
+    device: Mapped[str] = mapped_column(String(32))  # the device kind: cuda, cpu
+    device_name: Mapped[str] = mapped_column(String(255), default="")
+    precision: Mapped[str] = mapped_column(String(32), default="")
+    policy: Mapped[str] = mapped_column(String(32), default="")
+    kernel_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    speedup_vs_eager: Mapped[float | None] = mapped_column(Float, nullable=True)
+    sol_pct: Mapped[float | None] = mapped_column(Float, nullable=True)
+    run_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    candidate_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    embedding: Mapped[list | None] = mapped_column(JSON, nullable=True)  # level 3, optional
+    embedding_model: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=_now, index=True)
+
+
+class LibraryDoc(Base):
+    """A DSL doc file indexed for retrieval, at the content hash its sections were made from."""
+
+    __tablename__ = "library_docs"
+    path: Mapped[str] = mapped_column(String(255), primary_key=True)  # "triton/pitfalls.md"
+    dsl: Mapped[str] = mapped_column(String(32), index=True)
+    sha256: Mapped[str] = mapped_column(String(64))
+    sections: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=_now)
