@@ -35,6 +35,7 @@ def passed(**timing) -> Verdict:
 
 def profile(monkeypatch, ctx: Context, state: GraphState, candidate_id: str, verdict: Verdict):
     monkeypatch.setattr(profiler_module, "run_harness", lambda *a, **k: (verdict, "e-1"))
+    monkeypatch.setattr(profiler_module, "remember_kernel", lambda *a: None)  # library: elsewhere
     update = profiler(state.model_copy(update={"candidate_id": candidate_id}), Runtime(context=ctx))
     return state.model_copy(update=update)
 
