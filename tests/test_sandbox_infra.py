@@ -17,7 +17,7 @@ from proc_helpers import processes_with
 from kernelgraph.tools.harness import sandbox
 from kernelgraph.tools.harness.infra import InfraFailure, check_worker
 from kernelgraph.tools.harness.sandbox import Limits, ProcessResult, Sandboxed, scrubbed_env
-from kernelgraph.tools.harness.verdict import TaskError
+from kernelgraph.tools.harness.verdict import HarnessError, TaskError
 
 needs_hiding = pytest.mark.skipif(
     not sandbox.isolation().hides_paths, reason="this machine's sandbox cannot hide folders"
@@ -166,3 +166,35 @@ def test_a_full_disk_is_the_machines_failure_not_the_tasks(error, key):
 
     result = failure_result(error)
     assert set(result) & {"machine_error", "task_error", "error"} == {key}
+
+
+def test_a_busy_machine_is_waited_for_and_other_failures_are_tried_twice():
+    """Runs sharing a GPU take turns: a device others hold is waited for with growing pauses,
+    then reported; a sandbox that cannot start is tried once more at once."""
+    from kernelgraph.tools.harness.infra import BUSY_WAITS_S, retried
+
+    slept, outcomes = [], iter(["busy", "busy", "ok"])
+
+    def attempt():
+        if next(outcomes) == "busy":
+            raise InfraFailure("the prepare worker could not go on: busy", busy=True)
+        return "done"
+
+    assert retried(attempt, sleep=slept.append) == "done"
+    assert slept == list(BUSY_WAITS_S[:2])
+
+    def always_busy():
+        raise InfraFailure("the prepare worker could not go on: busy", busy=True)
+
+    slept.clear()
+    with pytest.raises(HarnessError, match=f"tried {len(BUSY_WAITS_S) + 1} times"):
+        retried(always_busy, sleep=slept.append)
+    assert slept == list(BUSY_WAITS_S)
+
+    def never_starts():
+        raise InfraFailure("the sandbox could not start the judge worker: unshare: no")
+
+    slept.clear()
+    with pytest.raises(HarnessError, match="tried 2 times"):
+        retried(never_starts, sleep=slept.append)
+    assert slept == []

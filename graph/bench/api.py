@@ -16,6 +16,7 @@ from kernelgraph import IMPORT_ROOT
 from kernelgraph.graph.bench import folder as bench_folder
 from kernelgraph.graph.bench.executors import ExecutorOptions, make_executor
 from kernelgraph.graph.bench.job import Job, stop_live_runs
+from kernelgraph.graph.bench.memory_gate import MemoryGate, gated
 from kernelgraph.graph.bench.metrics import latest, summarize
 from kernelgraph.graph.bench.progress import BenchProgress
 from kernelgraph.graph.bench.report import write_report
@@ -96,7 +97,10 @@ def _drive(out: Path, manifest: BenchManifest, options: ExecutorOptions,
     executor = make_executor("ray" if options.ray_address else "local", options)
     progress = progress or BenchProgress(quiet=True)
     try:
-        session = BenchSession(out, executor.workers(), progress)
+        workers = executor.workers()
+        capacity = executor.capacities(workers) if hasattr(executor, "capacities") else {}
+        gate = gated(todo.jobs, capacity, manifest.settings.run_args)
+        session = BenchSession(out, workers, progress, gate)
         progress.begin(total=len(manifest.problems) * manifest.settings.samples,
                        done=todo.done + len(todo.recovered), workers=len(session.workers))  # fmt: skip
         session.run(todo.jobs)
@@ -135,14 +139,16 @@ class BenchSession:
     every other run would refuse them too; a run that stops resumable on its own (an endpoint
     outage) pauses it: no new run starts, and --resume continues."""
 
-    def __init__(self, out: Path, workers: list, progress: BenchProgress) -> None:
+    def __init__(self, out: Path, workers: list, progress: BenchProgress,
+                 gate: MemoryGate | None = None) -> None:  # fmt: skip
         self.out, self.workers, self.progress = out, workers, progress
         self.ran: list[SampleResult] = []
         self.interrupted = False
         self.refused: str | None = None
         self.paused: str | None = None
         self.dispatcher = Dispatcher(workers, progress.started, self._finished,
-                                     self._started_run, progress.lost, _machine_failed)  # fmt: skip
+                                     self._started_run, progress.lost, _machine_failed,
+                                     gate)  # fmt: skip
 
     def run(self, jobs: list[Job]) -> None:
         try:

@@ -74,7 +74,14 @@ def bench(
     ray: Annotated[
         str | None, typer.Option(help="Ray cluster address (or 'local'): one actor per GPU.")
     ] = None,
-    jobs: Annotated[int, typer.Option(min=1, help="On a CPU: runs at once.")] = 1,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Runs at once per GPU (they time in turn, and must fit its memory together), "
+            "or on a CPU.",
+        ),
+    ] = 1,
     task_timeout: Annotated[
         float | None, typer.Option(help="Wall-clock cap per run, s (then it ends as timeout).")
     ] = None,

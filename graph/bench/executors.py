@@ -1,6 +1,7 @@
-"""Where bench jobs run: one worker per GPU of this box (`local`), or one Ray actor per GPU of
-a cluster (`ray`). A worker runs one job at a time; every job is its own `kernelgraph run`
-process, so each GPU has one run and one timing slot at a time.
+"""Where bench jobs run: `jobs` workers per GPU of this box (`local`), or as many Ray actors
+per GPU of a cluster (`ray`). A worker runs one job at a time; every job is its own
+`kernelgraph run` process. Runs sharing a GPU time in its one timing slot, and the local
+executor's workers of a GPU share a memory budget (`capacities`, memory_gate.py).
 
 An executor is a registry entry: `EXECUTORS[name](options)` returns an object with `workers()`
 (a list of `Worker`) and `close()`. A worker's `run(job)` returns a `SampleResult`, or raises
@@ -16,6 +17,7 @@ import subprocess
 from dataclasses import dataclass
 
 from kernelgraph.graph.bench.job import Job, execute
+from kernelgraph.graph.bench.memory_gate import gpu_memory_bytes
 from kernelgraph.state.bench import SampleResult
 from kernelgraph.tools.harness.verdict import UsageError
 
@@ -29,13 +31,14 @@ class ExecutorOptions:
     device: str  # cuda or cpu
     gpus: int | None = None  # None: every visible GPU
     ray_address: str | None = None
-    cpu_workers: int = 1  # on a CPU, runs at once (their timings share the cores)
+    jobs: int = 1  # runs at once per GPU; on a CPU, in all (their timings share the cores)
 
 
 @dataclass
 class LocalWorker:
     name: str
     env: dict[str, str]
+    group: str | None = None  # the GPU whose memory it shares with its siblings
 
     def run(self, job: Job) -> SampleResult:
         job.env = {**job.env, **self.env}
@@ -70,7 +73,7 @@ class LocalExecutor:
 
     def workers(self) -> list[LocalWorker]:
         if not self.options.device.startswith("cuda"):
-            count = max(1, self.options.cpu_workers)
+            count = max(1, self.options.jobs)
             return [LocalWorker(f"cpu{i}", {}) for i in range(count)]
         gpus = visible_gpus()
         if not gpus:
@@ -78,7 +81,23 @@ class LocalExecutor:
         wanted = self.options.gpus or len(gpus)
         if wanted > len(gpus):
             raise UsageError(f"bench --gpus {wanted}: only {len(gpus)} GPUs are visible.")
-        return [LocalWorker(f"gpu{gpu}", {"CUDA_VISIBLE_DEVICES": gpu}) for gpu in gpus[:wanted]]
+        jobs = max(1, self.options.jobs)
+        return [
+            LocalWorker(
+                f"gpu{gpu}" + (f".{k}" if jobs > 1 else ""),
+                {"CUDA_VISIBLE_DEVICES": gpu},
+                group=gpu,
+            )  # fmt: skip
+            for gpu in gpus[:wanted]
+            for k in range(jobs)
+        ]
+
+    def capacities(self, workers: list[LocalWorker]) -> dict[str, int]:
+        """Memory of each GPU that several workers share; none where a GPU has one run."""
+        groups = [w.group for w in workers if w.group is not None]
+        shared = {g for g in groups if groups.count(g) > 1}
+        sizes = gpu_memory_bytes() if shared else {}
+        return {g: sizes[g] for g in shared if g in sizes}
 
     def close(self) -> None:
         pass

@@ -40,6 +40,7 @@ class Job:
     folder: str  # the bench folder: logs/ and started.jsonl
     timeout_s: float | None = None
     resume_run_id: str | None = None  # an unfinished run of this job to continue
+    peak_bytes: int | None = None  # estimated device-memory peak (memory_gate.py)
     env: dict[str, str] = field(default_factory=dict)
 
     @property

@@ -1,6 +1,7 @@
 """Bench jobs on a Ray cluster: one actor per GPU (`num_gpus=1`, so Ray sets each actor's
-CUDA_VISIBLE_DEVICES), each running one job at a time as a `kernelgraph run` process on its
-node. An actor that dies is restarted by Ray; the job it held is retried by the scheduler,
+CUDA_VISIBLE_DEVICES), or `jobs` actors per GPU (`num_gpus=1/jobs`), each running one job at a
+time as a `kernelgraph run` process on its node; runs sharing a GPU wait for its memory in the
+harness (no memory gate here). An actor that dies is restarted by Ray; the job it held is retried by the scheduler,
 resuming the run it had started (the run store stays the one record).
 
 The bench folder and its run store must be at the same path on every node (a shared file
@@ -74,12 +75,14 @@ class RayExecutor:
         total = int(self.ray.cluster_resources().get("GPU", 0)) if cuda else 0
         if cuda and not total:
             raise UsageError("bench --ray: the cluster has no GPU.")
-        count = (self.options.gpus or total) if cuda else max(1, self.options.cpu_workers)
-        if cuda and count > total:
-            raise UsageError(f"bench --gpus {count}: the Ray cluster has {total} GPUs.")
-        actor_class = self.ray.remote(num_gpus=1 if cuda else 0, max_restarts=ACTOR_RESTARTS)(
-            _Runner
-        )
+        jobs = max(1, self.options.jobs)
+        gpus = (self.options.gpus or total) if cuda else 0
+        if cuda and gpus > total:
+            raise UsageError(f"bench --gpus {gpus}: the Ray cluster has {total} GPUs.")
+        count = gpus * jobs if cuda else jobs
+        actor_class = self.ray.remote(
+            num_gpus=1 / jobs if cuda else 0, max_restarts=ACTOR_RESTARTS
+        )(_Runner)
         actors = [actor_class.remote() for _ in range(count)]
         nodes = self.ray.get([a.node.remote() for a in actors])
         kind = "gpu" if cuda else "cpu"

@@ -8,14 +8,15 @@ evaluated again. Each worker (a GPU) takes the next job when its last one ends.
 
 from __future__ import annotations
 
-import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kernelgraph.graph.bench.executors import WorkerLost
 from kernelgraph.graph.bench.job import Job, details
+from kernelgraph.graph.bench.memory_gate import MemoryGate
 from kernelgraph.state.bench import BenchManifest, SampleResult
 
 FINAL = ("verified", "no_verified_kernel", "task_error", "timeout")  # not run again on resume
@@ -73,16 +74,20 @@ def _run_status(db: Path, run_id: str) -> str | None:
 class Dispatcher:
     """Hands jobs to workers, one at a time each; `stop()` lets no new job start. A worker lost
     twice in a row retires; its job goes back in the queue for the others. A result
-    `retry_run` accepts (a run the machine failed) is resumed, up to MAX_ATTEMPTS in all."""
+    `retry_run` accepts (a run the machine failed) is resumed, up to MAX_ATTEMPTS in all.
+    Workers sharing a GPU (their `group`) take only jobs the `gate` admits there: the first
+    queued job that fits beside what already runs on it."""
 
     def __init__(self, workers: list, on_start: Callable[[Job, str], None],
                  on_result: Callable[[SampleResult], None],
                  started_run: Callable[[Job], str | None],
                  on_lost: Callable[[Job, str], None] = lambda job, why: None,
-                 retry_run: Callable[[SampleResult], bool] = lambda result: False) -> None:  # fmt: skip
+                 retry_run: Callable[[SampleResult], bool] = lambda result: False,
+                 gate: MemoryGate | None = None) -> None:  # fmt: skip
         self.workers, self.on_lost, self.retry_run = workers, on_lost, retry_run
         self.on_start, self.on_result, self.started_run = on_start, on_result, started_run
-        self.todo: queue.Queue[tuple[Job, int]] = queue.Queue()
+        self.gate = gate or MemoryGate({})
+        self.todo: list[tuple[Job, int]] = []  # queued, in order; guarded by `lock`
         self.stopping = threading.Event()
         self.lock = threading.Lock()
         self.open_jobs = 0  # queued or running
@@ -90,8 +95,7 @@ class Dispatcher:
 
     def run(self, jobs: list[Job]) -> None:
         self.open_jobs, self.serving = len(jobs), len(self.workers)
-        for job in jobs:
-            self.todo.put((job, 1))
+        self.todo = [(job, 1) for job in jobs]
         threads = [
             threading.Thread(target=self._serve, args=(w,), daemon=True) for w in self.workers
         ]
@@ -106,15 +110,16 @@ class Dispatcher:
         self.stopping.set()
 
     def _serve(self, worker) -> None:
-        losses = 0
+        losses, group = 0, getattr(worker, "group", None)
         while not self.stopping.is_set() and losses < LOSSES_TO_RETIRE:
             with self.lock:
                 if self.open_jobs == 0:
                     break
-            try:
-                job, attempt = self.todo.get(timeout=0.2)
-            except queue.Empty:
-                continue  # another worker's job may still come back
+                taken = self._take(group)
+            if taken is None:
+                time.sleep(0.2)  # nothing that fits yet; a job may still come back
+                continue
+            job, attempt = taken
             self.on_start(job, worker.name)
             try:
                 result = worker.run(job)
@@ -123,13 +128,26 @@ class Dispatcher:
                 self.on_lost(job, str(exc))
                 self._retry(job, attempt, str(exc))
                 continue
+            finally:
+                with self.lock:
+                    self.gate.release(group, job.peak_bytes)
             losses = 0
             if self.retry_run(result) and attempt < MAX_ATTEMPTS and not self.stopping.is_set():
-                self.todo.put((replace(job, resume_run_id=result.run_id), attempt + 1))
+                self._put(replace(job, resume_run_id=result.run_id), attempt + 1)
                 continue
             self._finish(result)
         with self.lock:
             self.serving -= 1
+
+    def _take(self, group: str | None) -> tuple[Job, int] | None:
+        for index, (job, _) in enumerate(self.todo):
+            if self.gate.admit(group, job.peak_bytes):
+                return self.todo.pop(index)
+        return None
+
+    def _put(self, job: Job, attempt: int) -> None:
+        with self.lock:
+            self.todo.append((job, attempt))
 
     def _finish(self, result: SampleResult) -> None:
         with self.lock:
@@ -142,17 +160,15 @@ class Dispatcher:
             self._finish(_crashed(job, f"its worker was lost {attempt} times ({why})"))
             return
         run_id = self.started_run(job) or job.resume_run_id
-        self.todo.put((replace(job, resume_run_id=run_id), attempt + 1))
+        self._put(replace(job, resume_run_id=run_id), attempt + 1)
 
     def _give_up_on_the_rest(self) -> None:
         """Every worker retired with jobs left: they end as crashed, named, not silently."""
         if self.stopping.is_set():
             return
-        while True:
-            try:
-                job, _ = self.todo.get_nowait()
-            except queue.Empty:
-                return
+        with self.lock:
+            left, self.todo = self.todo, []
+        for job, _ in left:
             self._finish(_crashed(job, "no worker was left to run it (every worker was lost)"))
 
 

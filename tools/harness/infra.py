@@ -8,6 +8,7 @@ names the cause.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -17,6 +18,9 @@ from kernelgraph.tools.harness.verdict import HarnessError
 T = TypeVar("T")
 
 ATTEMPTS = 2
+# A device or disk that other jobs hold is waited for (runs sharing a GPU take turns with big
+# tasks): seconds before each further attempt, about two minutes in all.
+BUSY_WAITS_S = (5.0, 15.0, 30.0, 60.0)
 SANDBOX_TOOLS = ("unshare:", "setpriv:", "mount:", "kg-sandbox:")
 # A candidate killed from outside while holding at least this share of its host-memory limit
 # most likely brought the OOM killer on itself: that is its own crash, not the machine's.
@@ -25,11 +29,13 @@ OWN_MEMORY_SHARE = 0.5
 
 class InfraFailure(Exception):
     """One attempt failed for reasons of the machine; the caller retries. `disk_bytes`: the
-    free disk the reference store needs (the caller can make room before retrying)."""
+    free disk the reference store needs (the caller can make room before retrying). `busy`:
+    others hold what it needs, so waiting can help."""
 
-    def __init__(self, message: str, disk_bytes: int = 0) -> None:
+    def __init__(self, message: str, disk_bytes: int = 0, busy: bool = False) -> None:
         super().__init__(message)
         self.disk_bytes = disk_bytes
+        self.busy = busy
 
 
 def check_worker(role: str, process: ProcessResult, result: dict | None, limit: int) -> None:
@@ -38,6 +44,7 @@ def check_worker(role: str, process: ProcessResult, result: dict | None, limit: 
         raise InfraFailure(
             f"the {role} worker could not go on: {result['machine_error']}",
             disk_bytes=int(result.get("disk_bytes") or 0),
+            busy=True,
         )
     if process.killed_from_outside:
         if role == "candidate" and process.peak_rss_bytes >= OWN_MEMORY_SHARE * limit:
@@ -60,16 +67,20 @@ def killer(process: ProcessResult) -> str:
     return "no OOM kill was recorded; another process or an administrator sent it"
 
 
-def retried(attempt: Callable[[], T]) -> T:
-    """`attempt()`, again when the machine failed it; a HarnessError once that persists."""
-    failure = None
-    for _ in range(ATTEMPTS):
+def retried(attempt: Callable[[], T], sleep: Callable[[float], None] = time.sleep) -> T:
+    """`attempt()`, again when the machine failed it; a HarnessError once that persists. A
+    machine busy with other jobs is waited for (BUSY_WAITS_S) before each further attempt."""
+    failure, tries, waits = None, 0, list(BUSY_WAITS_S)
+    while True:
         try:
             return attempt()
         except InfraFailure as exc:
-            failure = exc
-    raise HarnessError(give_up_message(failure))
+            failure, tries = exc, tries + 1
+        if failure.busy and waits:
+            sleep(waits.pop(0))
+        elif tries >= ATTEMPTS:
+            raise HarnessError(give_up_message(failure, tries))
 
 
-def give_up_message(failure: InfraFailure | None) -> str:
-    return f"{failure} (tried {ATTEMPTS} times: the machine, not the task or the kernel)."
+def give_up_message(failure: InfraFailure | None, tries: int = ATTEMPTS) -> str:
+    return f"{failure} (tried {tries} times: the machine, not the task or the kernel)."
