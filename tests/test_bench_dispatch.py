@@ -177,3 +177,54 @@ def test_a_run_that_refuses_the_options_stops_the_bench(session, tmp_path: Path,
     bench.run(jobs(["p0", "p1"]))
     assert bench.refused == "auth failed: the key was refused"
     assert bench.ran == []
+
+
+class FakeRay:
+    """What RayExecutor asks of Ray: init, the cluster's GPUs, actor classes and their calls."""
+
+    def __init__(self, gpus: int) -> None:
+        self.gpus, self.init_kwargs, self.actor_options = gpus, {}, {}
+
+    def init(self, **kwargs) -> None:
+        self.init_kwargs = kwargs
+
+    def cluster_resources(self) -> dict:
+        return {"GPU": float(self.gpus)}
+
+    def remote(self, **options):
+        self.actor_options = options
+
+        class Actor:
+            class node:  # noqa: N801 - Ray's `actor.method.remote()` shape
+                @staticmethod
+                def remote() -> str:
+                    return "node0001"
+
+            @classmethod
+            def remote(cls):
+                return cls()
+
+        return lambda body: Actor
+
+    def get(self, refs):
+        return refs
+
+
+@pytest.mark.parametrize("jobs, actors, share", [(1, 2, 1.0), (2, 4, 0.5)])
+def test_ray_actors_share_gpus_by_jobs_and_find_ray_where_the_driver_did(
+    monkeypatch, jobs, actors, share
+) -> None:
+    """Ray's workers get kernelgraph's root and the driver's own PYTHONPATH (on the GPU box Ray
+    itself was there: with kernelgraph's root alone, no actor could start)."""
+    from kernelgraph import IMPORT_ROOT
+    from kernelgraph.graph.bench import ray_executor
+    from kernelgraph.graph.bench.executors import ExecutorOptions
+
+    fake = FakeRay(gpus=2)
+    monkeypatch.setattr(ray_executor, "_ray", lambda: fake)
+    monkeypatch.setenv("PYTHONPATH", "/opt/site")
+    executor = ray_executor.RayExecutor(ExecutorOptions("cuda", ray_address="local", jobs=jobs))
+    workers = executor.workers()
+    assert len(workers) == actors and fake.actor_options["num_gpus"] == share
+    assert fake.init_kwargs["runtime_env"]["env_vars"]["PYTHONPATH"] == f"{IMPORT_ROOT}:/opt/site"
+    assert [w.name for w in workers][:2] == ["ray:node0001:gpu0", "ray:node0001:gpu1"]

@@ -10,6 +10,8 @@ system): a job's run writes them. On one box that always holds.
 
 from __future__ import annotations
 
+import os
+
 from kernelgraph import IMPORT_ROOT
 from kernelgraph.graph.bench.executors import ExecutorOptions, WorkerLost
 from kernelgraph.graph.bench.job import Job, execute
@@ -27,6 +29,11 @@ def _ray():
             "bench --ray needs Ray: pip install 'kernelgraph[ray]' (or pip install ray)."
         ) from exc
     return ray
+
+
+def _pythonpath() -> str:
+    """kernelgraph's root first, then the driver's own path (where Ray itself may live)."""
+    return os.pathsep.join(filter(None, [IMPORT_ROOT, os.environ.get("PYTHONPATH")]))
 
 
 class _Runner:
@@ -65,7 +72,7 @@ class RayExecutor:
                 address=address,
                 ignore_reinit_error=True,
                 log_to_driver=False,
-                runtime_env={"env_vars": {"PYTHONPATH": IMPORT_ROOT}},
+                runtime_env={"env_vars": {"PYTHONPATH": _pythonpath()}},
             )
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise UsageError(f"bench --ray {options.ray_address}: cannot join: {exc}") from exc
