@@ -127,6 +127,11 @@ def test_a_killed_bench_resumes_its_unfinished_run_and_skips_the_finished_ones(
     bench.wait(timeout=30)
     assert wait_until_gone(tmp_path / "work", within_s=60) == [], "a run outlived its bench"
     assert wait_until_gone(str(out), within_s=60) == []
+    manifest = json.loads((out / "bench.json").read_text())
+    assert manifest["environment"]["executor"] == "local" and manifest["environment"]["host"]
+    report = kernelgraph("report", str(out), cwd=tmp_path, env=env)  # a killed bench's report
+    assert report.returncode == 0, report.stderr
+    assert "| runs finished | 1 / 2 (unfinished" in (out / "report.md").read_text()
 
     resumed = kernelgraph("bench", "--resume", str(out), "--json", cwd=tmp_path, env=env)
     assert resumed.returncode == 0, resumed.stderr

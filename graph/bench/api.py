@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
@@ -100,7 +101,14 @@ def _drive(out: Path, manifest: BenchManifest, options: ExecutorOptions,
         workers = executor.workers()
         capacity = executor.capacities(workers) if hasattr(executor, "capacities") else {}
         gate = gated(todo.jobs, capacity, manifest.settings.run_args)
-        session = BenchSession(out, workers, progress, gate)
+        # GPUs used (`jobs` workers each); on a CPU, the one machine
+        devices = len(workers) // max(1, options.jobs) if options.device.startswith("cuda") else 1
+
+        def record_environment(ran: list[SampleResult]) -> None:  # a killed bench still says it
+            manifest.environment = environment(db, earlier + ran, executor, devices)
+            bench_folder.write_manifest(out, manifest)
+
+        session = BenchSession(out, workers, progress, gate, record_environment)
         progress.begin(total=len(manifest.problems) * manifest.settings.samples,
                        done=todo.done + len(todo.recovered), workers=len(session.workers))  # fmt: skip
         session.run(todo.jobs)
@@ -112,7 +120,7 @@ def _drive(out: Path, manifest: BenchManifest, options: ExecutorOptions,
             f"bench stopped: a run refused its options ({session.refused}). Fix them, then "
             f"continue with kernelgraph bench --resume {out}"
         )
-    manifest.environment = environment(db, earlier + session.ran, executor, len(session.workers))
+    manifest.environment = environment(db, earlier + session.ran, executor, devices)
     bench_folder.write_manifest(out, manifest)
     outcome = load_bench(out)
     outcome.interrupted = session.interrupted or session.paused is not None
@@ -140,12 +148,15 @@ class BenchSession:
     outage) pauses it: no new run starts, and --resume continues."""
 
     def __init__(self, out: Path, workers: list, progress: BenchProgress,
-                 gate: MemoryGate | None = None) -> None:  # fmt: skip
+                 gate: MemoryGate | None = None,
+                 on_first_result: Callable[[list[SampleResult]], None] = lambda ran: None,
+                 ) -> None:  # fmt: skip
         self.out, self.workers, self.progress = out, workers, progress
         self.ran: list[SampleResult] = []
         self.interrupted = False
         self.refused: str | None = None
         self.paused: str | None = None
+        self.on_first_result = on_first_result
         self.dispatcher = Dispatcher(workers, progress.started, self._finished,
                                      self._started_run, progress.lost, _machine_failed,
                                      gate)  # fmt: skip
@@ -169,6 +180,8 @@ class BenchSession:
             return
         bench_folder.append_result(self.out, result)
         self.ran.append(result)
+        if len(self.ran) == 1:
+            self.on_first_result(self.ran)
         self.progress.finished(result)
 
     def _started_run(self, job: Job) -> str | None:

@@ -197,14 +197,21 @@ def _compare(folder_a: Path, folder_b: Path, as_json: bool) -> None:
 
 @app.command()
 def report(
-    run_id: Annotated[str, typer.Argument(help="Run id (see `kernelgraph runs`).")],
+    run_id: Annotated[
+        str, typer.Argument(help="Run id (see `kernelgraph runs`), or a bench folder.")
+    ],
     out: Annotated[
         Path | None, typer.Option(help="HTML file (default runs/RUN/report.html).")
     ] = None,
     db: Annotated[Path | None, typer.Option(help="Run store path.")] = None,
 ) -> None:
-    """Draw one run: its candidates over time, speedup per iteration, and the graph's edges."""
+    """Draw one run: its candidates over time, speedup per iteration, and the graph's edges.
+    Given a bench folder (finished or not), write its report.md and report.html again."""
     from kernelgraph.graph.run_report import render_run_html, render_run_markdown, run_report_data
+
+    if (Path(run_id) / "bench.json").is_file():
+        _bench_report(Path(run_id))
+        return
 
     data = run_report_data(run_id, db)
     path = out or Path("runs") / run_id / "report.html"
@@ -212,3 +219,13 @@ def report(
     path.write_text(render_run_html(data))
     print(render_run_markdown(data))
     err.print(f"report: {path}")
+
+
+def _bench_report(folder: Path) -> None:
+    from kernelgraph.graph.bench.api import load_bench
+    from kernelgraph.graph.bench.report import write_report
+
+    outcome = load_bench(folder)
+    md, html = write_report(folder, outcome.manifest, outcome.summary, outcome.results)
+    print(md.read_text())
+    err.print(f"report: {md} and {html}")

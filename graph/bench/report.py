@@ -57,6 +57,7 @@ def _headline(summary: BenchSummary) -> Section:
     o = summary.overall
     rows = [
         ["problems", str(o.problems)],
+        ["runs finished", f"{summary.finished} / {summary.expected}" + _unfinished(summary)],
         ["verified", f"{o.verified} / {o.problems}"],
         ["correctness", _pct(o.correctness_rate)],
         *[[f"fast_{k} vs eager", _fast(o.fast_p_eager, k)] for k in FAST_KEYS],
@@ -72,6 +73,13 @@ def _headline(summary: BenchSummary) -> Section:
         ],
     ]
     return "Headline", [("table", ["metric", "value"], rows)]
+
+
+def _unfinished(summary: BenchSummary) -> str:
+    if summary.finished >= summary.expected:
+        return ""
+    return (" (unfinished: problems with no result count as unsolved below; "
+            "continue with kernelgraph bench --resume DIR)")  # fmt: skip
 
 
 GROUP_HEADER = [
