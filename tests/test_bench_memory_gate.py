@@ -141,3 +141,18 @@ def test_jobs_workers_per_gpu_share_its_memory_budget(monkeypatch, jobs, names) 
     assert {w.env["CUDA_VISIBLE_DEVICES"] for w in workers} == {"0", "1"}
     shared = executor.capacities(workers)
     assert shared == ({} if jobs == 1 else {"0": 80 * GiB, "1": 80 * GiB})
+
+
+def test_a_task_that_hangs_while_sized_is_left_unknown(tmp_path: Path, monkeypatch) -> None:
+    from kernelgraph.tools.harness import sizes
+
+    hangs = tmp_path / "hangs.py"
+    hangs.write_text(
+        TASK.replace("def get_inputs():", "def get_inputs():\n    while True:\n        pass")
+    )
+    monkeypatch.setattr(sizes, "PER_TASK_S", 1)
+    assert sizes.peak_bytes(str(hangs), {}) is None
+    monkeypatch.setattr(sizes, "PER_TASK_S", 60)
+    good = tmp_path / "good.py"
+    good.write_text(TASK)
+    assert sizes.peak_bytes(str(good), {}) > 0  # the alarm is cleared for the next task

@@ -101,6 +101,9 @@ def _drive(out: Path, manifest: BenchManifest, options: ExecutorOptions,
         workers = executor.workers()
         capacity = executor.capacities(workers) if hasattr(executor, "capacities") else {}
         gate = gated(todo.jobs, capacity, manifest.settings.run_args)
+        if unknown := sum(job.peak_bytes is None for job in todo.jobs) if capacity else 0:
+            progress.note(f"{unknown} problem(s) whose device-memory peak could not be "
+                          f"estimated on meta tensors run alone on their GPU")  # fmt: skip
         # GPUs used (`jobs` workers each); on a CPU, the one machine
         devices = len(workers) // max(1, options.jobs) if options.device.startswith("cuda") else 1
 

@@ -80,6 +80,10 @@ class BenchProgress:
         else:
             self._line(f"[{self.done}/{self.total}] {event} | {self.status()}")
 
+    def note(self, text: str) -> None:
+        if not self.quiet:
+            self._line(text)
+
     def _line(self, text: str) -> None:
         self.console.print(text, highlight=False, markup=False)
 

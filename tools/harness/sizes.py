@@ -10,19 +10,35 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 
 from kernelgraph.tools.harness.memory import peak_device_estimate
 from kernelgraph.tools.harness.prepare import estimate_on_meta
 from kernelgraph.tools.task import TaskSource, parse_sets
 
+PER_TASK_S = 60  # a task that hangs on import or on meta tensors is left unknown
+
+
+class _TooSlow(BaseException):  # not caught by a task's own `except Exception`
+    pass
+
+
+def _too_slow(signum, frame):
+    raise _TooSlow
+
 
 def peak_bytes(path: str, sets: dict) -> int | None:
+    previous = signal.signal(signal.SIGALRM, _too_slow)
+    signal.alarm(PER_TASK_S)
     try:
         module = TaskSource.read(path, sets).load_module()
-    except Exception:  # noqa: BLE001 - the run itself reports a broken task
+        return peak_device_estimate(estimate_on_meta(module))
+    except (Exception, _TooSlow):  # noqa: BLE001 - the run itself reports a broken task
         return None
-    return peak_device_estimate(estimate_on_meta(module))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def main(argv: list[str]) -> int:
