@@ -29,7 +29,7 @@ from kernelgraph.tools.analysis.worker import analyze_module
 from kernelgraph.tools.harness import sandbox
 from kernelgraph.tools.harness.cache import EvalCache
 from kernelgraph.tools.harness.env_info import cpu_model
-from kernelgraph.tools.harness.evaluate import Evaluation
+from kernelgraph.tools.harness.evaluation import Evaluation
 from kernelgraph.tools.harness.verdict import TaskError
 from kernelgraph.tools.task import TaskSource
 

@@ -83,8 +83,29 @@ def test_a_gpus_runs_never_exceed_its_memory_together_and_every_job_runs_once() 
     assert sorted(r.problem for r in results) == sorted(f"p{i}" for i in range(12))
     seen = max(p for w in workers for p in w.peaks_seen)
     assert seen <= gate.capacity["0"] < 90 * GiB  # never all three big ones at once
-    assert seen >= 60 * GiB  # but two of them together
     assert gate.held["0"] == 0 and gate.running["0"] == 0
+
+
+def test_a_gpus_workers_take_the_first_queued_job_that_fits_beside_its_runs() -> None:
+    peaks = {"big0": 30 * GiB, "big1": 30 * GiB, "big2": 30 * GiB, "small": 1 * GiB}
+    todo = [
+        Job(
+            problem={"name": n, "path": n},
+            sample=0,
+            run_args=[],
+            db="d",
+            folder="f",
+            peak_bytes=peak,
+        )  # fmt: skip
+        for n, peak in peaks.items()
+    ]
+    dispatcher = Dispatcher([], lambda j, w: None, lambda r: None, lambda j: None,
+                            gate=MemoryGate({"0": 80 * GiB, "1": 80 * GiB}))  # fmt: skip
+    dispatcher.todo = [(job, 1) for job in todo]
+    taken = [dispatcher._take("0") for _ in range(3)]  # three workers of GPU 0 ask in turn
+    assert [t[0].problem["name"] for t in taken] == ["big0", "big1", "small"]
+    assert dispatcher._take("0") is None  # big2 waits for one of the big ones
+    assert dispatcher._take("1")[0].problem["name"] == "big2"  # another GPU takes it
 
 
 TASK = """

@@ -10,6 +10,7 @@ import sys
 import threading
 
 from kernelgraph.tools.harness import evaluate as evaluate_module
+from kernelgraph.tools.harness import evaluation as evaluation_module
 from kernelgraph.tools.harness import janitor
 from kernelgraph.tools.harness.cache import EvalCache
 from kernelgraph.tools.harness.config import EvalConfig
@@ -46,7 +47,8 @@ def test_the_next_candidate_runs_only_after_earlier_removals(cases, tmp_path, mo
         return real_wait()
 
     monkeypatch.setattr(cleaner, "wait", opening_wait)
-    monkeypatch.setattr(evaluate_module, "JANITOR", cleaner)
+    monkeypatch.setattr(evaluate_module, "JANITOR", cleaner)  # waited for before the candidate
+    monkeypatch.setattr(evaluation_module, "JANITOR", cleaner)  # each evaluation's close
     cleaner.remove([earlier])  # as if the previous evaluation had just closed
 
     seen, own = [], []

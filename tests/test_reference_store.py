@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelgraph.tools.harness import evaluate as evaluate_module
+from kernelgraph.tools.harness import evaluation as evaluation_module
 from kernelgraph.tools.harness import infra, refstore
 from kernelgraph.tools.harness.cache import EvalCache
 from kernelgraph.tools.harness.config import EvalConfig
@@ -115,14 +115,14 @@ def test_a_machine_failure_is_retried_then_reported_as_a_harness_error(
         if role == "judge" and calls.count("judge") == 1:
             raise infra.InfraFailure("the judge worker was killed by SIGKILL from outside")
 
-    monkeypatch.setattr(evaluate_module, "check_worker", flaky)
+    monkeypatch.setattr(evaluation_module, "check_worker", flaky)
     verdict = run(cases, tmp_path)
     assert verdict.status == PASSED and calls.count("judge") == 2  # retried once, then fine
 
     def always(role, process, result, limit):
         raise infra.InfraFailure(f"the sandbox could not start the {role} worker: unshare: no")
 
-    monkeypatch.setattr(evaluate_module, "check_worker", always)
+    monkeypatch.setattr(evaluation_module, "check_worker", always)
     with pytest.raises(HarnessError, match="tried 2 times.*not the task or the kernel"):
         run(cases, tmp_path, kernel="cpp_scale_add_omp")
 
@@ -172,7 +172,7 @@ def test_an_entry_removed_while_its_reference_is_built_is_built_again(
     the evaluation is retried, and the task is not blamed."""
     import shutil
 
-    real_check, removed = evaluate_module.check_worker, []
+    real_check, removed = evaluation_module.check_worker, []
 
     def evicted_during_prepare(role, process, result, limit):
         if role == "prepare" and not removed:
@@ -180,7 +180,7 @@ def test_an_entry_removed_while_its_reference_is_built_is_built_again(
             shutil.rmtree(store_root / "inputs" / removed[0][0])
         return real_check(role, process, result, limit)
 
-    monkeypatch.setattr(evaluate_module, "check_worker", evicted_during_prepare)
+    monkeypatch.setattr(evaluation_module, "check_worker", evicted_during_prepare)
     verdict = run(cases, tmp_path)
     assert verdict.status == PASSED, verdict.message
     assert len(removed) == 1 and entries(store_root) == removed[0]  # built again, and sealed

@@ -17,7 +17,7 @@ from typing import Any
 from kernelgraph.tools.analysis import ANALYSIS_VERSION
 from kernelgraph.tools.harness.cache import EvalCache
 from kernelgraph.tools.harness.config import EvalConfig
-from kernelgraph.tools.harness.evaluate import Evaluation
+from kernelgraph.tools.harness.evaluation import Evaluation
 from kernelgraph.tools.harness.infra import retried
 from kernelgraph.tools.harness.verdict import TaskError
 from kernelgraph.tools.harness.workers import WorkerRun

@@ -17,7 +17,8 @@ from kernelgraph.tools.builtin.conv import CONVOLUTIONS
 from kernelgraph.tools.builtin.errors import FusionError, Unsupported
 from kernelgraph.tools.builtin.factories import factory_call
 from kernelgraph.tools.builtin.gathers import CONCATS, GATHERS
-from kernelgraph.tools.builtin.groups import GEMMS, GroupContext, GroupResult, build_group, op_name
+from kernelgraph.tools.builtin.group_types import GEMMS, GroupContext, GroupResult, op_name
+from kernelgraph.tools.builtin.groups import build_group
 from kernelgraph.tools.builtin.kernels import FusedKernel, GemmKernel
 from kernelgraph.tools.builtin.lowering import INDEXED
 from kernelgraph.tools.builtin.lowering import POINTWISE as POINTWISE_OPS

@@ -32,16 +32,8 @@ from kernelgraph.tools.builtin.expr import (
     walk,
 )
 from kernelgraph.tools.builtin.gathers import GATHERS, flipped_offset
-from kernelgraph.tools.builtin.groups import (
-    BUILDERS,
-    GroupBuilder,
-    GroupResult,
-    InGroup,
-    Space,
-    build_group,
-    collapse,
-    op_name,
-)
+from kernelgraph.tools.builtin.group_types import GroupResult, InGroup, Space, collapse, op_name
+from kernelgraph.tools.builtin.groups import BUILDERS, GroupBuilder, build_group
 from kernelgraph.tools.builtin.kernels import numel
 from kernelgraph.tools.builtin.lowering import INDEXED, POINTWISE
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from kernelgraph.tools.dsl import get_adapter
 from kernelgraph.tools.harness.config import EvalConfig
-from kernelgraph.tools.harness.evaluate import Evaluation, _prepare_meta, _read_kernel
+from kernelgraph.tools.harness.evaluation import Evaluation, prepare_meta, read_kernel
 from kernelgraph.tools.harness.infra import retried
 from kernelgraph.tools.harness.reference import verification_seeds
 from kernelgraph.tools.harness.static_gate import run_static_checks
@@ -36,7 +36,7 @@ def compile_only(
     config = EvalConfig(
         dsl=dsl, device="cpu", seeds=1, sets=sets, timeout_s=timeout_s, policy=policy
     )
-    static = run_static_checks(_read_kernel(kernel), adapter, config)
+    static = run_static_checks(read_kernel(kernel), adapter, config)
     if static is not None:
         return {"ok": False, "target": target, "stage": static.check, "message": static.message()}
     seed = verification_seeds(1)[0]
@@ -55,7 +55,7 @@ def compile_only(
                 },  # fmt: skip
                 private=ev.base_spec(),
             )
-            _prepare_meta(prep, task)
+            prepare_meta(prep, task)
             spec = {"dsl": dsl, "kernel": str(kernel.resolve()), "target": target,
                     "inputs_dir": str(prep_dir), "seed": seed, "device": inputs_device}  # fmt: skip
             return ev.worker("compile", spec), ev.phases.get("compile")

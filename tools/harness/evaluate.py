@@ -10,9 +10,7 @@ No candidate code ever runs in this process. Standard library only.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
-import os
 import time
 from pathlib import Path
 
@@ -20,139 +18,20 @@ from kernelgraph.tools.dsl import get_adapter
 from kernelgraph.tools.harness.assemble import assemble, static_verdict
 from kernelgraph.tools.harness.cache import EvalCache
 from kernelgraph.tools.harness.config import EvalConfig, cache_key
-from kernelgraph.tools.harness.exchange import read_json
+from kernelgraph.tools.harness.evaluation import Evaluation, prepare_meta, read_kernel
 from kernelgraph.tools.harness.extra_shapes import check_extra_shapes
-from kernelgraph.tools.harness.infra import InfraFailure, check_worker, retried
-from kernelgraph.tools.harness.janitor import JANITOR, owned_folder
-from kernelgraph.tools.harness.memory import host_limit_bytes
+from kernelgraph.tools.harness.infra import InfraFailure, retried
+from kernelgraph.tools.harness.janitor import JANITOR
 from kernelgraph.tools.harness.reference import pool_seeds, reference_seeds, verification_seeds
 from kernelgraph.tools.harness.refstore import RefEntry, ReferenceStore, ephemeral_entry, store_key
 from kernelgraph.tools.harness.sandbox import isolation
 from kernelgraph.tools.harness.static_gate import run_static_checks
 from kernelgraph.tools.harness.verdict import TaskError, UsageError, Verdict
-from kernelgraph.tools.harness.warm import WARM_POOL
 from kernelgraph.tools.harness.workers import (
     PendingWorker,
     WorkerRun,
-    WorkerSettings,
-    send,
-    spawn_worker,
 )
 from kernelgraph.tools.task import TaskSource
-
-
-class Evaluation:
-    """One evaluation's work directory and workers."""
-
-    def __init__(self, task: TaskSource, kernel: Path, config: EvalConfig) -> None:
-        self.task, self.kernel, self.config = task, kernel, config
-        self.dir = owned_folder("kg-eval-")
-        self.folders = [self.dir]  # removed at close: a warm worker's folder joins them
-        self.phases: dict[str, float] = {}
-        self.pending: list[PendingWorker] = []
-        self.host_limit = host_limit_bytes(config.max_host_gb)
-        self.peaks: dict[str, int] = {}  # peak host RSS per worker
-        self.created = time.monotonic()
-
-    def close(self) -> None:
-        for pending in self.pending:  # e.g. a judge left waiting for a candidate that failed
-            pending.process.kill()
-            pending.process.wait()
-        JANITOR.remove(self.folders)
-
-    def worker(
-        self, role: str, spec: dict, env: dict | None = None, clock=False, private=None
-    ) -> WorkerRun:
-        return self.finish(self.start(role, spec, env, clock, private))
-
-    def settings(self, env: dict | None = None, hide=(), read_only=()) -> WorkerSettings:
-        threads = self.config.threads or os.cpu_count() or 1
-        env_items = tuple(sorted((env or {}).items()))
-        return WorkerSettings(
-            self._limit(), self.host_limit, threads, env_items, tuple(hide), tuple(read_only)
-        )
-
-    def start(
-        self,
-        role: str,
-        spec: dict,
-        env: dict | None = None,
-        clock=False,
-        private: dict | None = None,
-        hide: tuple[Path, ...] = (),
-        read_only: tuple[Path, ...] = (),
-    ) -> PendingWorker:
-        """Start a worker. With `private`, that part of its spec goes through its stdin (never
-        a file another worker could read); a worker may then wait there for `go()`."""
-        settings = self.settings(env, hide, read_only)
-        pending = spawn_worker(self.dir / role, role, spec, settings, clock, private)
-        self.pending.append(pending)
-        return pending
-
-    def start_candidate(self, message: dict, settings: WorkerSettings) -> PendingWorker:
-        """The candidate worker: one started ahead for these settings (see `warm`), else a new
-        one. Either way it learns this evaluation (kernel, seeds, folders) from `message`."""
-        warm = WARM_POOL.take(self._warm_key(settings), max_age_s=settings.limit_s)
-        if warm is None:
-            pending = self._spawn_candidate(self.dir, settings)
-        else:
-            pending = warm.worker
-            self.folders.append(warm.folder)
-            self.phases["candidate.started_ahead_s"] = round(warm.age_s(), 3)
-        send(pending.process, {**message, "out_dir": str(pending.home)})
-        self.pending.append(pending)
-        return pending
-
-    def start_next_candidate(self, settings: WorkerSettings) -> None:
-        """Start the worker for the next evaluation with these settings (if the pool is on)."""
-        WARM_POOL.refill(
-            self._warm_key(settings), lambda folder: self._spawn_candidate(folder, settings)
-        )
-
-    def _spawn_candidate(self, folder: Path, settings: WorkerSettings) -> PendingWorker:
-        setup = _candidate_setup(self.config)
-        return spawn_worker(folder / "candidate", "candidate", setup, settings, True, stdin=True)
-
-    def _warm_key(self, settings: WorkerSettings) -> tuple:
-        """Settings a warm worker must share; its host limit is the fraction of the memory
-        available when it started (that figure moves between evaluations)."""
-        settings = dataclasses.replace(settings, host_limit=0)
-        setup = tuple(sorted(_candidate_setup(self.config).items()))
-        return settings, self.config.max_host_gb, setup
-
-    def go(self, pending: PendingWorker, message: dict) -> None:
-        """Let a waiting worker proceed; its time limit and phase time count from here."""
-        pending.process.restart_clock()
-        pending.started = pending.process.start
-        send(pending.process, message, close=True)
-
-    def finish(self, pending: PendingWorker) -> WorkerRun:
-        process = pending.process.wait()
-        self.pending.remove(pending)
-        role = pending.role
-        self.phases[role] = round(time.monotonic() - pending.started, 3)
-        marks = pending.fifo.close() if pending.fifo else {}
-        self.peaks[role] = process.peak_rss_bytes
-        result = read_json(pending.home / "result.json")
-        check_worker(role, process, result, self.host_limit)
-        for stage, seconds in ((result or {}).get("stages_s") or {}).items():
-            if isinstance(seconds, int | float):  # the candidate's figures are its own claim
-                self.phases[f"{role}.{stage}"] = seconds
-        return WorkerRun(process, result, marks)
-
-    def _limit(self) -> float:
-        return self.config.timeout_s
-
-    def base_spec(self) -> dict:
-        c = self.config
-        return {
-            "task": str(self.task.path.resolve()),
-            "source": self.task.source,
-            "sets": self.task.sets,
-            "device": c.device,
-            "precision": c.precision,
-            "threads": c.threads,
-        }
 
 
 def evaluate(
@@ -166,7 +45,7 @@ def evaluate(
     HarnessError (the machine failed twice)."""
     task = TaskSource.read(task_path, config.sets)
     kernel = Path(kernel_path)
-    code = _read_kernel(kernel)
+    code = read_kernel(kernel)
     adapter = _check_config(config)
     key = cache_key(code, task.hash, config)
     cache = cache or EvalCache()
@@ -251,7 +130,7 @@ def _evaluate(ev: Evaluation, store: ReferenceStore | None, entry: RefEntry, ada
             raise
         if not entry.inputs_dir.is_dir():
             raise InfraFailure("the reference store's entry was removed while it was being built")
-        meta = {**_prepare_meta(prep, ev.task), "reference_build_s": round(prep.process.wall_s, 3)}
+        meta = {**prepare_meta(prep, ev.task), "reference_build_s": round(prep.process.wall_s, 3)}
         entry.seal(meta)
         if store is not None:
             store.evict(entry.key, store.budget_bytes())
@@ -337,16 +216,6 @@ def _memory(ev: Evaluation, meta: dict, report: dict, judge) -> dict:
     }
 
 
-def _candidate_setup(config: EvalConfig) -> dict:
-    """What a candidate worker needs before it knows its evaluation (it may start ahead)."""
-    return {
-        "device": config.device,
-        "precision": config.precision,
-        "threads": config.threads,
-        "dsl": config.dsl,
-    }
-
-
 def _candidate_spec(ev: Evaluation, seeds: list[int]) -> dict:
     """This evaluation's part of the candidate's spec, sent through its stdin."""
     config = ev.config
@@ -359,40 +228,12 @@ def _candidate_spec(ev: Evaluation, seeds: list[int]) -> dict:
     }
 
 
-def _prepare_meta(prep: WorkerRun, task: TaskSource) -> dict:
-    result = prep.result or {}
-    if "task_error" in result:
-        raise TaskError(result["task_error"])
-    if prep.process.timed_out:
-        raise TaskError(
-            f"the reference in {task.path} did not finish within the time limit "
-            f"({prep.process.wall_s:.0f} s). Shrink it with --set or raise --timeout."
-        )
-    if prep.process.rss_exceeded:
-        raise TaskError(
-            f"the reference in {task.path} exceeded the host-memory limit (peak "
-            f"{prep.process.peak_rss_bytes / 2**30:.1f} GiB). Shrink it with --set, or raise "
-            f"--max-host-memory."
-        )
-    if not result.get("ok"):
-        detail = result.get("error") or prep.process.log_tail[-1500:]
-        raise TaskError(f"the reference in {task.path} could not be run: {detail}")
-    return result["meta"]
-
-
 def _judge_failure(judge: WorkerRun) -> str:
     result = judge.result or {}
     return result.get("task_error") or (
         "the judge process failed, which is a kernelgraph or task problem, not the "
         f"candidate's: {result.get('error') or judge.process.log_tail[-1500:]}"
     )
-
-
-def _read_kernel(kernel: Path) -> str:
-    try:
-        return kernel.read_text()
-    except OSError as exc:
-        raise UsageError(f"cannot read kernel file {kernel}: {exc.strerror or exc}") from exc
 
 
 def _check_config(config: EvalConfig):
