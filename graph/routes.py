@@ -13,7 +13,7 @@ from kernelgraph.nodes.context import RunContext
 from kernelgraph.state.config import LLM_NODES, Limits
 from kernelgraph.state.graph_state import GraphState
 
-FAILED = {"compile_error", "incorrect", "rejected", "timeout", "crashed", "bad_reply"}
+FAILED = {"compile_error", "incorrect", "rejected", "timeout", "crashed", "bad_reply", "duplicate"}
 # Above this, a speed-of-light figure is not believable (e.g. a small task held in CPU caches
 # against a DRAM bandwidth peak): it does not end a run.
 SOL_BELIEVABLE_PCT = 110.0

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from kernelgraph.nodes.checks import brain_stop, candidate_code, compile_ahead
+from kernelgraph.nodes.checks import brain_stop, candidate_code, compile_ahead, failure_update
 from kernelgraph.nodes.context import RunContext
+from kernelgraph.nodes.duplicates import earlier_twin, twin_note
 from kernelgraph.nodes.llm import BadReply, BrainStop
 from kernelgraph.nodes.prompt_context import retrieved, with_plan
 from kernelgraph.state.graph_state import GraphState, Outcome
@@ -46,6 +47,7 @@ def coder(state: GraphState, runtime: Runtime[RunContext]) -> dict:
             "recent_failures": [*state.recent_failures, f"bad reply: {exc}"][-5:],
         }
     iteration = state.iteration + 1
+    before = {row["id"] for row in ctx.store.candidates_for_run(ctx.run_id)}
     candidate_id = ctx.store.add_candidate(
         answer.code,
         ctx.config.dsl,
@@ -54,6 +56,8 @@ def coder(state: GraphState, runtime: Runtime[RunContext]) -> dict:
         label=f"{context['mode']} #{iteration} ({answer.kind})",
     )
     ctx.emit("coder", f"candidate {candidate_id} ({context['mode']}, {answer.kind})")
+    if twin := earlier_twin(ctx, candidate_id, answer.code, before):
+        return _duplicate(ctx, state, candidate_id, twin, iteration, counts)
     if ctx.prebuilder is not None:  # what the brain will write next compiles meanwhile
         upcoming = ctx.brain.upcoming(context, ctx.prebuilder.workers)
         compile_ahead(ctx, upcoming, (context["analysis"] or {}).get("min_bytes"))
@@ -87,3 +91,15 @@ def _profile(ctx: RunContext, state: GraphState) -> dict | None:
         "bound": sol.get("bound"),
         "timer": timing.get("timer"),
     }
+
+
+def _duplicate(ctx: RunContext, state: GraphState, candidate_id: str, twin: str, iteration: int,
+               counts: dict[str, int]) -> dict:  # fmt: skip
+    """Not checked again: a failed attempt, and the coder's next prompt says what it repeats."""
+    note = f"{twin_note(ctx, twin)}; write a different kernel"
+    ctx.emit("coder", f"duplicate: {note}")
+    record = {"status": "duplicate", "message": note, "detail": note}
+    outcome = Outcome(candidate_id=candidate_id, status="duplicate", stage="coder",
+                      message=note[:200], report_sha=ctx.put_json(record, "failure"))  # fmt: skip
+    update = failure_update(state, outcome)
+    return update | {"iteration": iteration, "llm_calls": counts, "feedback_sha": None}

@@ -16,10 +16,13 @@ Mode = Literal["write", "retry", "refine", "feedback"]
 
 
 class Outcome(BaseModel):
-    """The last check of the current candidate: a harness status or "bad_reply"."""
+    """The last check of the current candidate: a harness status, "bad_reply", or
+    "duplicate" (an earlier candidate again: not checked twice)."""
 
     candidate_id: str | None = None
-    status: str  # passed, compile_error, incorrect, rejected, timeout, crashed, bad_reply
+    status: (
+        str  # passed, compile_error, incorrect, rejected, timeout, crashed, bad_reply, duplicate
+    )
     stage: Literal["coder", "compiler", "verifier", "profiler", "human"]
     message: str = ""  # one line for the progress display
     report_sha: str | None = None  # the full failure record / verdict, in the store

@@ -91,7 +91,11 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path: Path) -> None:
 def test_branch_from_a_mid_run_checkpoint(tmp_path: Path) -> None:
     agent = Agent(tmp_path)
     add, omp = kernel("cpp_scale_add"), kernel("cpp_scale_add_omp")
-    script = write_script(tmp_path, [add, omp, add])
+    reworked = tmp_path / "reworked.py"  # after the rejection, a kernel not written before
+    reworked.write_text(
+        Path(add["file"]).read_text().replace("x[i] * 2.0f + 1.0f", "2.0f * x[i] + 1.0f")
+    )
+    script = write_script(tmp_path, [add, omp, {"file": str(reworked)}])
     first = json_line(agent.run(script, "--max-iterations", "2"))
     rows = json_line(agent("history", first["run_id"], "--json"))
     after_profile = next(r for r in rows if r["node"] == "profiler")
@@ -119,7 +123,11 @@ def test_branch_from_a_mid_run_checkpoint(tmp_path: Path) -> None:
 def test_approve_reject_and_edit_across_processes(tmp_path: Path) -> None:
     agent = Agent(tmp_path)
     add, omp = kernel("cpp_scale_add"), kernel("cpp_scale_add_omp")
-    script = write_script(tmp_path, [add, omp, add])
+    reworked = tmp_path / "reworked.py"  # after the rejection, a kernel not written before
+    reworked.write_text(
+        Path(add["file"]).read_text().replace("x[i] * 2.0f + 1.0f", "2.0f * x[i] + 1.0f")
+    )
+    script = write_script(tmp_path, [add, omp, {"file": str(reworked)}])
     waiting = agent.run(script, "--approve", "--max-iterations", "3")
     summary = json_line(waiting)
     assert waiting.returncode == 3

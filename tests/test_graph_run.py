@@ -157,3 +157,39 @@ def test_the_readme_main_command_ends_verified(tmp_path: Path) -> None:
     summary = summary_of(proc)
     assert proc.returncode == 0, proc.stderr
     assert summary["status"] == "verified" and summary["best"]["speedup_vs_eager"]
+
+
+def test_a_repeated_kernel_is_not_checked_again_and_the_coder_hears_which_it_repeats(
+    agent: Agent, tmp_path: Path
+) -> None:
+    """The second reply is the first kernel with its docstring reworded and comments and
+    blank lines added: it is recorded, never compiled, verified or profiled, and the next
+    prompt says so."""
+    original = Path(kernel("cpp_scale_add")["file"]).read_text()
+    body = original.split('"""', 2)[2]  # the module docstring off
+    repeated = tmp_path / "repeated.py"
+    repeated.write_text(
+        '"""The same kernel, reworded."""\n# a new comment\n\n' + body + "\n\n# end\n"
+    )
+    script = write_script(
+        tmp_path, [kernel("cpp_scale_add"), {"file": str(repeated)}, kernel("cpp_scale_add_omp")]
+    )
+    proc = agent.run(script, "--max-iterations", "3", "--min-gain-pct", "0", "--record")
+    summary = summary_of(proc)
+    assert proc.returncode == 0, proc.stderr
+    rows = agent.query(
+        "SELECT c.id, count(e.id) FROM candidates c LEFT JOIN evaluations e "
+        "ON e.candidate_id = c.id WHERE c.run_id = ? GROUP BY c.id ORDER BY c.created_at",
+        summary["run_id"],
+    )
+    assert [count for _, count in rows] == [2, 0, 2]  # verified and profiled; none; both
+    assert "duplicate: the same kernel as candidate " + rows[0][0] in proc.stderr
+    prompts = agent.query(
+        "SELECT p.content FROM llm_calls l JOIN blobs p ON p.sha256 = l.prompt_blob "
+        "WHERE l.run_id = ? AND l.node = 'coder' ORDER BY l.created_at",
+        summary["run_id"],
+    )
+    assert "status: duplicate" in prompts[-1][0]
+    tail = prompts[-1][0][prompts[-1][0].find("status: duplicate") :]
+    assert "the same kernel as candidate" in tail and "which got: passed" in tail, tail[:600]
+    assert "Write a different kernel" in tail and "Find the cause" not in tail
