@@ -45,6 +45,11 @@ def test_a_job_bigger_than_the_gpu_still_runs_when_the_gpu_is_idle() -> None:
     assert gate.held["0"] == int(USABLE_SHARE * 10 * GiB)
 
 
+def sized_job(name: str, peak_bytes: int | None) -> Job:
+    return Job(problem={"name": name, "path": name}, sample=0, run_args=[], db="d", folder="f",
+               peak_bytes=peak_bytes)  # fmt: skip
+
+
 class TimedWorker:
     """Holds each job for a moment, as a run would, and records what ran beside it."""
 
@@ -66,17 +71,7 @@ def test_a_gpus_runs_never_exceed_its_memory_together_and_every_job_runs_once() 
     running, lock = {}, threading.Lock()
     workers = [TimedWorker(f"gpu0.{k}", "0", running, lock) for k in range(4)]
     peaks = [30 * GiB, 30 * GiB, 30 * GiB] + [1 * GiB] * 9
-    todo = [
-        Job(
-            problem={"name": f"p{i}", "path": f"p{i}"},
-            sample=0,
-            run_args=[],
-            db="d",
-            folder="f",
-            peak_bytes=peak,
-        )  # fmt: skip
-        for i, peak in enumerate(peaks)
-    ]
+    todo = [sized_job(f"p{i}", peak) for i, peak in enumerate(peaks)]
     results = []
     gate = MemoryGate({"0": 80 * GiB})  # 72 GiB usable: two of the big ones at most
     Dispatcher(workers, lambda j, w: None, results.append, lambda j: None, gate=gate).run(todo)
@@ -88,17 +83,7 @@ def test_a_gpus_runs_never_exceed_its_memory_together_and_every_job_runs_once() 
 
 def test_a_gpus_workers_take_the_first_queued_job_that_fits_beside_its_runs() -> None:
     peaks = {"big0": 30 * GiB, "big1": 30 * GiB, "big2": 30 * GiB, "small": 1 * GiB}
-    todo = [
-        Job(
-            problem={"name": n, "path": n},
-            sample=0,
-            run_args=[],
-            db="d",
-            folder="f",
-            peak_bytes=peak,
-        )  # fmt: skip
-        for n, peak in peaks.items()
-    ]
+    todo = [sized_job(name, peak) for name, peak in peaks.items()]
     dispatcher = Dispatcher([], lambda j, w: None, lambda r: None, lambda j: None,
                             gate=MemoryGate({"0": 80 * GiB, "1": 80 * GiB}))  # fmt: skip
     dispatcher.todo = [(job, 1) for job in todo]
