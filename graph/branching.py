@@ -7,6 +7,9 @@ nearest earlier checkpoint where the coder (or an earlier node) runs next, with 
 candidates and best dropped from its state. The run's baseline (eager and torch.compile times)
 is kept too, unless the branch changes what is timed (sizes, precision, threads, device): then
 the baseline and the best, measured under the old settings, are dropped and measured anew.
+A finished run's last checkpoint has nothing left to run: a branch from it starts one step
+earlier, so the last node runs again (its checks are cached) and its edge decides anew. A
+branch keeps its run's graph (six nodes, or a parallel search).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kernelgraph.graph.build import compile_graph
+from kernelgraph.graph.build import graph_kind
 from kernelgraph.graph.checkpoints import checkpoint_list
 from kernelgraph.graph.errors import RunError
 from kernelgraph.graph.progress import Progress
@@ -52,12 +55,18 @@ def branch(
     except (KeyError, ValueError) as exc:
         raise RunError(f"--config: {exc}") from exc
     validate_config(new_config)
+    kind = graph_kind(config)
+    if graph_kind(new_config) is not kind:
+        raise RunError(
+            f"run {run_id} is a {kind.name.replace('_', '-')} run: a branch keeps its graph, so "
+            "--config width/islands may change only between values above 1 (or both stay 1)."
+        )
     saver = open_checkpointer(store)
-    points = checkpoint_list(compile_graph(saver), run_id)
-    chosen = _find(points, from_step, run_id)
+    points = checkpoint_list(kind.compile(saver), run_id, kind.state)
+    chosen = _ran_last(points, _find(points, from_step, run_id))
     restart = _changed(config, new_config, RESTARTING)
     if restart:
-        chosen = _before_coder(points, chosen)
+        chosen = _before_coder(points, chosen, kind.name)
     source = saver.get_tuple(chosen.config)
     checkpoint = dict(source.checkpoint)
     fresh = (FRESH_CODER if restart else {}) | (
@@ -97,8 +106,22 @@ def _find(points, from_step: str, run_id: str):
     )
 
 
-def _before_coder(points, chosen):
+# Where a branch that changes the DSL or device may start: before any code was written (a
+# search's islands hold candidates, so it restarts from its islands).
+WRITES_NEXT = {"six_nodes": ("planner", "sketch_writer", "coder"), "search": ("planner", "islands")}
+
+
+def _ran_last(points, chosen):
+    """A run's final checkpoint has nothing left to run: branch from the one before it, so
+    the last node runs again (its checks are cached) and its edge decides under the new
+    settings."""
+    if chosen.next or chosen.step <= 0:
+        return chosen
+    return next((p for p in reversed(points) if p.step < chosen.step and p.next), chosen)
+
+
+def _before_coder(points, chosen, kind: str):
     for point in reversed(points):
-        if point.step <= chosen.step and point.next in ("planner", "sketch_writer", "coder"):
+        if point.step <= chosen.step and point.next in WRITES_NEXT[kind]:
             return point
     raise RunError("no earlier checkpoint runs the coder next; branch from an earlier step.")

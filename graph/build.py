@@ -8,6 +8,10 @@ planner -> sketch_writer -> coder -> compiler -> verifier -> profiler
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
 from langgraph.graph import END, START, StateGraph
 
 from kernelgraph.graph import routes
@@ -18,7 +22,9 @@ from kernelgraph.nodes.planner import planner
 from kernelgraph.nodes.profiler import profiler
 from kernelgraph.nodes.sketch_writer import sketch_writer
 from kernelgraph.nodes.verifier import verifier
+from kernelgraph.state.config import RunConfig
 from kernelgraph.state.graph_state import GraphState
+from kernelgraph.state.search import SearchState
 
 NODES = {
     "planner": planner,
@@ -53,6 +59,33 @@ def build_graph() -> StateGraph:
 
 def compile_graph(checkpointer=None):
     return build_graph().compile(checkpointer=checkpointer)
+
+
+@dataclass(frozen=True)
+class GraphKind:
+    """A graph a run can be: how to compile it, its state class, the nodes progress shows."""
+
+    name: str
+    compile: Callable[..., Any]
+    state: type[GraphState]
+    nodes: tuple[str, ...]
+
+
+def _search_graph(checkpointer=None):
+    from kernelgraph.graph.search import compile_search
+
+    return compile_search(checkpointer)
+
+
+GRAPH_KINDS = {
+    "six_nodes": GraphKind("six_nodes", compile_graph, GraphState, tuple(NODES)),
+    "search": GraphKind("search", _search_graph, SearchState, ("planner", "islands", "gather")),
+}
+
+
+def graph_kind(config: RunConfig) -> GraphKind:
+    """A run with --width or --islands above 1 is a parallel search; any other, six nodes."""
+    return GRAPH_KINDS["search" if config.search.parallel else "six_nodes"]
 
 
 def mermaid() -> str:

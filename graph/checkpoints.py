@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelgraph.state.graph_state import GraphState
+from kernelgraph.state.search import SearchState
 
 
 @dataclass
@@ -19,7 +20,8 @@ class Checkpoint:
     def row(self) -> dict:
         s = self.state
         best = s.best if s else None
-        return {
+        search = search_columns(s) if isinstance(s, SearchState) else {}
+        return search | {
             "step": self.step,
             "checkpoint_id": self.checkpoint_id,
             "node": self.node,
@@ -32,17 +34,26 @@ class Checkpoint:
         }
 
 
-def checkpoint_list(app, run_id: str) -> list[Checkpoint]:
+def search_columns(state: SearchState) -> dict:
+    """A search checkpoint's round, each island's best candidate and the archive's size."""
+    return {
+        "round": state.round,
+        "islands": {i.index: (i.best().candidate_id if i.best() else None) for i in state.islands},
+        "archive": len(state.archive),
+    }
+
+
+def checkpoint_list(app, run_id: str, cls: type[GraphState] = GraphState) -> list[Checkpoint]:
     """Oldest first. The node that produced checkpoint i is what checkpoint i-1 ran next."""
     snapshots = list(app.get_state_history({"configurable": {"thread_id": run_id}}))
     snapshots.sort(key=lambda s: s.metadata.get("step", -1))
     points: list[Checkpoint] = []
     for snap in snapshots:
         values = snap.values
-        if isinstance(values, GraphState):
+        if isinstance(values, cls):
             state = values
         else:
-            state = GraphState.model_validate(values) if values else None
+            state = cls.model_validate(values) if values else None
         points.append(
             Checkpoint(
                 step=snap.metadata.get("step", -1),

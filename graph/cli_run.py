@@ -29,6 +29,7 @@ from kernelgraph.graph.cli_options import (
 from kernelgraph.graph.progress import Progress
 from kernelgraph.graph.summary import RunSummary
 from kernelgraph.state.config import Limits, ModelConfig, Price, RunConfig
+from kernelgraph.state.search import SearchSettings
 from kernelgraph.tools.harness.verdict import UsageError
 from kernelgraph.tools.task import parse_sets
 
@@ -137,6 +138,19 @@ def run(
     max_minutes: Annotated[
         float | None, typer.Option(help="Stop after this much running time.")
     ] = None,
+    width: Annotated[
+        int, typer.Option(min=1, help="Candidates per round, written and checked at once.")
+    ] = 1,
+    islands: Annotated[
+        int, typer.Option(min=1, help="Subpopulations, each with its own sketch and best.")
+    ] = 1,
+    migrate_every: Annotated[
+        int, typer.Option(min=1, help="Rounds between migrations of each island's best.")
+    ] = 2,
+    explore: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Chance a parent is any elite, not the fittest.")
+    ] = 0.25,
+    seed: Annotated[int, typer.Option(help="Seed of the search's choices (parents, starts).")] = 0,
     db: DbOpt = None,
     as_json: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -186,6 +200,9 @@ def run(
             budget_usd=budget_usd,
             max_llm_calls=max_llm_calls,
             max_minutes=max_minutes,
+        ),
+        search=SearchSettings(
+            width=width, islands=islands, migrate_every=migrate_every, explore=explore, seed=seed
         ),
     )
     progress = Progress(quiet=quiet)

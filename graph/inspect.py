@@ -6,13 +6,15 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-from kernelgraph.graph.build import compile_graph
+from kernelgraph.graph.build import graph_kind
 from kernelgraph.graph.checkpoints import checkpoint_list
 from kernelgraph.graph.errors import RunError
-from kernelgraph.graph.runner import _as_state, _open_run, _thread, spend_of
+from kernelgraph.graph.runner import _open_run, _thread, as_state, spend_of
 from kernelgraph.state import run_lock
 from kernelgraph.state.checkpoint import open_checkpointer
+from kernelgraph.state.config import RunConfig
 from kernelgraph.state.llm_calls import node_spend
+from kernelgraph.state.search import SearchState
 from kernelgraph.state.store import RunStore, open_store
 
 
@@ -45,21 +47,24 @@ def live_status(run: dict) -> str:
 
 
 def history(run_id: str, db: Path | None = None) -> list[dict[str, Any]]:
-    store, _, _ = _open_run(run_id, db)
-    return [p.row() for p in checkpoint_list(compile_graph(open_checkpointer(store)), run_id)]
+    store, _, config = _open_run(run_id, db)
+    kind = graph_kind(config)
+    return [
+        p.row() for p in checkpoint_list(kind.compile(open_checkpointer(store)), run_id, kind.state)
+    ]
 
 
-def run_state(store: RunStore, run_id: str):
-    app = compile_graph(open_checkpointer(store))
-    snapshot = app.get_state(_thread(run_id))
-    return _as_state(snapshot.values), snapshot
+def run_state(store: RunStore, run_id: str, config: RunConfig):
+    kind = graph_kind(config)
+    snapshot = kind.compile(open_checkpointer(store)).get_state(_thread(run_id))
+    return as_state(snapshot.values, kind.state), snapshot
 
 
 def show(run_id: str, candidate_id: str | None = None, db: Path | None = None) -> dict:
     """The run (status, baseline, spend) and a candidate (default: the best, else the latest)
     with its code, parent diff and verdict; `candidate` is None while the run has none."""
-    store, row, _ = _open_run(run_id, db)
-    state, snapshot = run_state(store, run_id)
+    store, row, config = _open_run(run_id, db)
+    state, snapshot = run_state(store, run_id, config)
     pending = snapshot.interrupts[0].value["candidate_id"] if snapshot.interrupts else None
     data = {
         "run": {k: row[k] for k in ("id", "stop_reason", "dsl", "device")}
@@ -68,6 +73,7 @@ def show(run_id: str, candidate_id: str | None = None, db: Path | None = None) -
         "spend_by_node": node_spend(store, run_id),
         "baseline": state.baseline.model_dump() if state.baseline else None,
         "awaiting_approval": bool(snapshot.interrupts),
+        "search": search_summary(state) if isinstance(state, SearchState) else None,
         "candidates": [
             {k: c[k] for k in ("id", "parent_id", "label")}
             for c in store.candidates_for_run(run_id)
@@ -97,9 +103,35 @@ def show(run_id: str, candidate_id: str | None = None, db: Path | None = None) -
     }
 
 
+def search_summary(state: SearchState) -> dict:
+    """A search run's rounds, islands (best, members, lanes' work) and elite archive."""
+    baseline = state.baseline
+    islands = []
+    for island in state.islands:
+        best = island.best()
+        islands.append(
+            {
+                "island": island.index,
+                "best": best.candidate_id if best else None,
+                "best_speedup_vs_eager": baseline.speedup(best.kernel_ms, "eager")
+                if best and baseline
+                else None,
+                "members": [m.candidate_id for m in island.members],
+                "written": island.written,
+                "failed_lanes": island.failures,
+            }
+        )
+    return {
+        "round": state.round,
+        "islands": islands,
+        "archive": [m.model_dump() for m in state.archive],
+        "migrations": state.migrations,
+    }
+
+
 def export(run_id: str, out: Path, candidate_id: str | None = None, db=None) -> Path:
-    store, _, _ = _open_run(run_id, db)
-    state, _ = run_state(store, run_id)
+    store, _, config = _open_run(run_id, db)
+    state, _ = run_state(store, run_id, config)
     chosen = candidate_id or (state.best.candidate_id if state.best else None)
     if chosen is None:
         raise RunError(

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.status import Status
 
 from kernelgraph.state.graph_state import GraphState
+from kernelgraph.state.search import SearchState
 
 
 class Progress:
@@ -36,8 +37,13 @@ class Progress:
     def step(self, node: str, state: GraphState, spend: dict) -> None:
         best = state.best
         speedup = best.speedup_vs_eager if best else None
+        where = (
+            _search_position(state)
+            if isinstance(state, SearchState)
+            else f"candidate {state.iteration} attempt {state.attempts}"
+        )
         line = (
-            f"{node} done | candidate {state.iteration} attempt {state.attempts} | best "
+            f"{node} done | {where} | best "
             f"{f'{speedup:.2f}x' if speedup else '—'} | {spend.get('llm_calls', 0)} LLM calls, "
             f"{_usd(spend.get('usd'))}"
         )
@@ -50,6 +56,19 @@ class Progress:
         if self.live is not None:
             self.live.stop()
             self.live = None
+
+
+def _search_position(state: SearchState) -> str:
+    """Round, candidates, each island's best and the archive's size."""
+    bests = []
+    for island in state.islands:
+        best = island.best()
+        speed = state.baseline.speedup(best.kernel_ms, "eager") if best and state.baseline else None
+        bests.append(f"{speed:.2f}x" if speed else "—")
+    return (
+        f"round {state.round}, {state.iteration} candidates | islands {' '.join(bests) or '—'} "
+        f"| archive {len(state.archive)}"
+    )
 
 
 def _usd(usd: float | None) -> str:

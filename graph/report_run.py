@@ -53,15 +53,39 @@ def render_runs(console: Console, rows: list[dict]) -> None:
 
 
 def render_history(console: Console, rows: list[dict]) -> None:
-    table = Table("step", "checkpoint", "node", "next", "attempt", "candidate", "best", box=None)
+    """One row per checkpoint; a search run's rows say the round, each island's best and the
+    archive's size instead of the current attempt and candidate."""
+    search = any("round" in r for r in rows)
+    middle = ("round", "island bests", "archive") if search else ("attempt", "candidate")
+    table = Table("step", "checkpoint", "node", "next", *middle, "best", box=None)
     for r in rows:
         best = r["best_candidate"] or "—"
         if r["best_speedup_vs_eager"]:
             best += f" ({_x(r['best_speedup_vs_eager'])})"
-        table.add_row(
-            str(r["step"]), r["checkpoint_id"], r["node"], r["next"] or "(end)",
-            str(r["attempt"]), r["candidate_id"] or "—", best,
-        )  # fmt: skip
+        if search:
+            bests = " ".join(f"{i}:{c or '—'}" for i, c in (r.get("islands") or {}).items())
+            cells = (str(r.get("round", 0)), bests or "—", str(r.get("archive", 0)))
+        else:
+            cells = (str(r["attempt"]), r["candidate_id"] or "—")
+        table.add_row(str(r["step"]), r["checkpoint_id"], r["node"], r["next"] or "(end)",
+                      *cells, best)  # fmt: skip
+    console.print(table)
+
+
+def render_search(console: Console, search: dict) -> None:
+    """A search run's islands after its last round, and its elite archive."""
+    console.print(
+        f"search: {search['round']} round(s), {len(search['islands'])} island(s), "
+        f"{search['migrations']} migration(s), archive of {len(search['archive'])}",
+        highlight=False,
+    )
+    table = Table("island", "best", "members", "written", "lanes without a kernel", box=None)
+    for island in search["islands"]:
+        best = island["best"] or "—"
+        if island["best_speedup_vs_eager"]:
+            best += f" ({_x(island['best_speedup_vs_eager'])})"
+        table.add_row(str(island["island"]), best, str(len(island["members"])),
+                      str(island["written"]), str(island["failed_lanes"]))  # fmt: skip
     console.print(table)
 
 
@@ -92,6 +116,8 @@ def render_show(console: Console, data: dict) -> None:
     )
     if data.get("baseline"):
         render_baseline(console, Baseline(**data["baseline"]))
+    if data.get("search"):
+        render_search(console, data["search"])
     cand = data["candidate"]
     if cand is None:
         console.print("no candidate yet")

@@ -12,11 +12,13 @@ from langgraph.runtime import Runtime
 from kernelgraph.nodes.context import RunContext
 from kernelgraph.state.config import LLM_NODES, Limits
 from kernelgraph.state.graph_state import GraphState
+from kernelgraph.state.search import SearchState
 
 FAILED = {"compile_error", "incorrect", "rejected", "timeout", "crashed", "bad_reply", "duplicate"}
 # Above this, a speed-of-light figure is not believable (e.g. a small task held in CPU caches
 # against a DRAM bandwidth peak): it does not end a run.
 SOL_BELIEVABLE_PCT = 110.0
+TUNED = "tuned"  # the builtin's "nothing left to try"
 
 
 def failed(state: GraphState) -> bool:
@@ -28,6 +30,8 @@ def state_stop(state: GraphState, limits: Limits) -> str | None:
     """A reason to stop that depends on the state alone."""
     if state.stop_reason:
         return state.stop_reason
+    if isinstance(state, SearchState):
+        return search_stop(state, limits)
     if failed(state):
         if state.iteration >= limits.max_iterations:
             return "max_iterations"
@@ -43,6 +47,26 @@ def state_stop(state: GraphState, limits: Limits) -> str | None:
             return "plateau"
         if state.iteration >= limits.max_iterations:
             return "max_iterations"
+    return None
+
+
+def search_stop(state: SearchState, limits: Limits) -> str | None:
+    """Between rounds: a lane's brain stop (the builtin's "tuned" only when no lane of the
+    round wrote anything), near speed-of-light, a plateau of rounds, the iteration limit."""
+    if state.round == 0:
+        return None
+    last = [r for r in state.results if r.round == state.round]
+    wrote = any(r.written for r in last)
+    for reason in sorted(r.stop_reason for r in last if r.stop_reason):
+        if reason != TUNED or not wrote:
+            return reason
+    sol = state.best.sol_pct if state.best else None
+    if sol is not None and limits.sol_target_pct <= sol <= SOL_BELIEVABLE_PCT:
+        return "near_sol"
+    if state.best is not None and state.plateau >= limits.plateau_patience:
+        return "plateau"
+    if state.iteration >= limits.max_iterations:
+        return "max_iterations"
     return None
 
 
@@ -107,3 +131,39 @@ def after_verifier(state: GraphState, runtime: Runtime[RunContext]) -> str:
 
 def after_profiler(state: GraphState, runtime: Runtime[RunContext]) -> str:
     return _next(state, runtime, "coder")
+
+
+# ------------------------------------------------------------ a search branch (graph/search.py)
+# One lane of a round: coder -> compiler -> verifier -> profiler, a failure retried from the
+# failing candidate up to max_retries times; the round (nodes/gather.py) decides everything else.
+
+
+def _lane_next(state: GraphState, runtime: Runtime[RunContext], on_success: str) -> str:
+    limits = runtime.context.config.limits
+    if state.stop_reason:
+        return END
+    if not failed(state):
+        return on_success
+    if state.attempts >= limits.max_retries:
+        return END
+    return (
+        END
+        if budget_stop(runtime.context.brain.spend(), runtime.context.minutes(), limits)
+        else "coder"
+    )
+
+
+def lane_after_coder(state: GraphState, runtime: Runtime[RunContext]) -> str:
+    return _lane_next(state, runtime, "compiler")
+
+
+def lane_after_compiler(state: GraphState, runtime: Runtime[RunContext]) -> str:
+    return _lane_next(state, runtime, "verifier")
+
+
+def lane_after_verifier(state: GraphState, runtime: Runtime[RunContext]) -> str:
+    return _lane_next(state, runtime, "profiler")
+
+
+def lane_after_profiler(state: GraphState, runtime: Runtime[RunContext]) -> str:
+    return _lane_next(state, runtime, END)

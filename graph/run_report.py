@@ -12,7 +12,7 @@ from typing import Any
 from matplotlib.ticker import MaxNLocator
 
 from kernelgraph.graph import html_page as hp
-from kernelgraph.graph.build import compile_graph
+from kernelgraph.graph.build import graph_kind
 from kernelgraph.graph.checkpoints import checkpoint_list
 from kernelgraph.graph.inspect import live_status, run_state
 from kernelgraph.graph.routes import failed
@@ -111,9 +111,10 @@ def _candidate(store, cand, start, outcome, baseline, edges) -> dict[str, Any]:
 
 def run_report_data(run_id: str, db: Path | None = None) -> dict[str, Any]:
     """Everything the run report draws, as plain JSON-able values."""
-    store, row, _ = _open_run(run_id, db)
-    state, _ = run_state(store, run_id)
-    points = checkpoint_list(compile_graph(open_checkpointer(store)), run_id)
+    store, row, config = _open_run(run_id, db)
+    state, _ = run_state(store, run_id, config)
+    kind = graph_kind(config)
+    points = checkpoint_list(kind.compile(open_checkpointer(store)), run_id, kind.state)
     edges, outcomes = _edges(points), _outcomes(points)
     start = row["created_at"]
     candidates = [

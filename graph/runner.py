@@ -14,7 +14,7 @@ from typing import Any
 
 from langgraph.types import Command
 
-from kernelgraph.graph.build import NODES, compile_graph
+from kernelgraph.graph.build import graph_kind
 from kernelgraph.graph.error_stops import HANDLED, error_stop
 from kernelgraph.graph.errors import RunError
 from kernelgraph.graph.progress import Progress
@@ -62,6 +62,10 @@ def validate_settings(config: RunConfig, device_here: bool = True) -> None:
         raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}")
     if config.policy not in POLICIES:
         raise UsageError(f"--policy must be one of {', '.join(POLICIES)}")
+    if config.approve and config.search.parallel:
+        raise UsageError(
+            "--approve reviews one candidate at a time: use it without --width and --islands."
+        )
 
 
 def start(config: RunConfig, db: Path | None = None, progress: Progress | None = None,
@@ -72,7 +76,7 @@ def start(config: RunConfig, db: Path | None = None, progress: Progress | None =
     run_id = new_run(store, config)
     if on_start:
         on_start(run_id)
-    return drive(store, run_id, config, GraphState(), progress)
+    return drive(store, run_id, config, graph_kind(config).state(), progress)
 
 
 def new_run(store: RunStore, config: RunConfig) -> str:
@@ -109,11 +113,12 @@ def resume(run_id: str, db: Path | None = None, progress: Progress | None = None
             f"run {run_id} is finished ({row['status']}, {row['stop_reason']}). To go on, "
             f"branch it: kernelgraph branch {run_id} --from STEP --config max_iterations=N",
         )
-    app = compile_graph(open_checkpointer(store))
+    kind = graph_kind(config)
+    app = kind.compile(open_checkpointer(store))
     snapshot = app.get_state(_thread(run_id))
     if snapshot.interrupts:
         return _summary(store, run_id, config, snapshot, None, None)
-    start_input = GraphState() if not snapshot.values else None
+    start_input = kind.state() if not snapshot.values else None
     return drive(store, run_id, config, start_input, progress)
 
 
@@ -121,7 +126,7 @@ def review(run_id: str, decision: dict[str, Any], db: Path | None = None,
            progress: Progress | None = None) -> RunSummary:  # fmt: skip
     """Answer a run waiting at the verifier: approve, reject (feedback) or edit (kernel)."""
     store, row, config = _open_run(run_id, db)
-    app = compile_graph(open_checkpointer(store))
+    app = graph_kind(config).compile(open_checkpointer(store))
     if not app.get_state(_thread(run_id)).interrupts:
         raise RunError(f"run {run_id} is not waiting for approval (status {row['status']}).")
     return drive(store, run_id, config, Command(resume=decision), progress)
@@ -185,7 +190,8 @@ def drive(
             started=started,
             prebuilder=Prebuilder(config.prebuild) if config.device.startswith("cuda") else None,
         )
-        app = app or compile_graph(open_checkpointer(store))
+        kind = graph_kind(config)
+        app = app or kind.compile(open_checkpointer(store))
         store.update_run(run_id, status="running")
         error: BaseException | None = None
         try:
@@ -199,8 +205,8 @@ def drive(
                     if progress is not None:
                         values = app.get_state(thread).values
                         for node in update:
-                            if node in NODES:
-                                progress.step(node, _as_state(values), brain.spend())
+                            if node in kind.nodes:
+                                progress.step(node, as_state(values, kind.state), brain.spend())
         except HANDLED as exc:
             error = exc
         snapshot = app.get_state(thread)
@@ -213,14 +219,15 @@ def drive(
         run_lock.release(store, run_id)
 
 
-def _as_state(values) -> GraphState:
-    if isinstance(values, GraphState):
+def as_state(values, cls: type[GraphState] = GraphState) -> GraphState:
+    """A snapshot's values as the graph's state class (a fresh one for an empty snapshot)."""
+    if isinstance(values, cls):
         return values
-    return GraphState.model_validate(values) if values else GraphState()
+    return cls.model_validate(values) if values else cls()
 
 
 def _summary(store, run_id, config, snapshot, ctx, error) -> RunSummary:
-    state = _as_state(snapshot.values)
+    state = as_state(snapshot.values, graph_kind(config).state)
     best = best_kernel(store, run_id, state)
     spend = Spend(**spend_of(store, run_id))
     exit_code = None

@@ -44,11 +44,15 @@ class LLMBrain:
 
     def sketch(self, context, counts) -> Sketch:
         messages = prompts.render("sketch_writer", **context)
-        return self.session.ask_json("sketch_writer", messages, Sketch, counts)
+        return self.session.ask_json(
+            "sketch_writer", messages, Sketch, counts, lane=context.get("lane")
+        )
 
     def code(self, context, counts, current_code) -> CodeAnswer:
         messages = prompts.render("coder", **context)
-        return self.session.ask_code("coder", messages, counts, current_code=current_code)
+        return self.session.ask_code(
+            "coder", messages, counts, current_code=current_code, lane=context.get("lane")
+        )
 
     def upcoming(self, context, n) -> list[str]:
         return []  # an LLM's next answer cannot be known before it is asked
@@ -86,8 +90,10 @@ class BuiltinBrain:
         return self._ask(lambda: self.model.sketch(context))
 
     def code(self, context, counts, current_code) -> CodeAnswer:
+        """A search lane takes the `pick`-th next file, so lanes from one parent differ."""
         tried, best_code = self._history(context)
-        code = self._ask(lambda: self.model.code(context, tried, best_code))
+        pick = context.get("pick") or 0
+        code = self._ask(lambda: self.model.code(context, tried, best_code, pick))
         return CodeAnswer(code=code, kind="rewrite")
 
     def upcoming(self, context, n) -> list[str]:

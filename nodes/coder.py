@@ -11,10 +11,10 @@ from langgraph.runtime import Runtime
 
 from kernelgraph.nodes.checks import brain_stop, candidate_code, compile_ahead, failure_update
 from kernelgraph.nodes.context import RunContext
-from kernelgraph.nodes.duplicates import earlier_twin, twin_note
+from kernelgraph.nodes.duplicates import earlier_twin, lane_twin, twin_note
 from kernelgraph.nodes.llm import BadReply, BrainStop
 from kernelgraph.nodes.prompt_context import retrieved, with_plan
-from kernelgraph.state.graph_state import GraphState, Outcome
+from kernelgraph.state.graph_state import GraphState, Lane, Outcome
 
 
 def coder(state: GraphState, runtime: Runtime[RunContext]) -> dict:
@@ -31,6 +31,7 @@ def coder(state: GraphState, runtime: Runtime[RunContext]) -> dict:
         "allow_edit": previous is not None,
     }
     context["retrieved"] = retrieved(ctx, context["analysis"])  # the kernel library's examples
+    context |= lane_context(ctx, state.lane)
     counts = dict(state.llm_calls)
     try:
         answer = ctx.brain.code(context, counts, previous)
@@ -47,16 +48,20 @@ def coder(state: GraphState, runtime: Runtime[RunContext]) -> dict:
             "recent_failures": [*state.recent_failures, f"bad reply: {exc}"][-5:],
         }
     iteration = state.iteration + 1
-    before = {row["id"] for row in ctx.store.candidates_for_run(ctx.run_id)}
-    candidate_id = ctx.store.add_candidate(
-        answer.code,
-        ctx.config.dsl,
-        run_id=ctx.run_id,
-        parent_id=state.parent_id,
-        label=f"{context['mode']} #{iteration} ({answer.kind})",
-    )
+    with ctx.lane_lock:  # lanes of a search write at once: one twin check at a time
+        before = {row["id"] for row in ctx.store.candidates_for_run(ctx.run_id)}
+        candidate_id = ctx.store.add_candidate(
+            answer.code,
+            ctx.config.dsl,
+            run_id=ctx.run_id,
+            parent_id=state.parent_id,
+            label=f"{lane_tag(state.lane)}{context['mode']} #{iteration} ({answer.kind})",
+        )
+        twin = earlier_twin(ctx, candidate_id, answer.code, before) or lane_twin(
+            ctx, state.lane, candidate_id, answer.code
+        )
     ctx.emit("coder", f"candidate {candidate_id} ({context['mode']}, {answer.kind})")
-    if twin := earlier_twin(ctx, candidate_id, answer.code, before):
+    if twin:
         return _duplicate(ctx, state, candidate_id, twin, iteration, counts)
     if ctx.prebuilder is not None:  # what the brain will write next compiles meanwhile
         upcoming = ctx.brain.upcoming(context, ctx.prebuilder.workers)
@@ -68,6 +73,22 @@ def coder(state: GraphState, runtime: Runtime[RunContext]) -> dict:
         "feedback_sha": None,
         "llm_calls": counts,
     }
+
+
+def lane_tag(lane: Lane | None) -> str:
+    """The label prefix of a search lane's candidates: round, island and lane."""
+    return "" if lane is None else f"r{lane.round} i{lane.island} l{lane.lane}: "
+
+
+def lane_context(ctx: RunContext, lane: Lane | None) -> dict:
+    """What a search lane adds: its lane (a script's reply list), which of a parent's next
+    files to write (`pick`), the builtin's starting point for an empty island, and another
+    island's best kernel as an inspiration for an LLM."""
+    if lane is None:
+        return {}
+    inspiration = candidate_code(ctx, lane.inspiration_id) if lane.inspiration_id else None
+    return {"lane": lane.lane, "island": lane.island, "round": lane.round, "pick": lane.pick,
+            "start": lane.start, "inspiration": inspiration}  # fmt: skip
 
 
 def _failure(ctx: RunContext, state: GraphState) -> dict | None:

@@ -6,9 +6,10 @@ Passed as LangGraph's run context (never checkpointed), so it can hold live hand
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,9 @@ class RunContext:
     active_s_before: float = 0.0  # time spent on this run in earlier sessions
     prebuilder: Prebuilder | None = None  # compile checks of the next configurations
     started: float = field(default_factory=time.monotonic)
+    # a search's lanes write at once: which lane holds which kernel (nodes/duplicates.py)
+    lane_claims: dict[str, tuple[str, int]] = field(default_factory=dict)
+    lane_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def use_cache(self) -> bool:
@@ -57,6 +61,11 @@ class RunContext:
 
     def minutes(self) -> float:
         return (self.active_s_before + time.monotonic() - self.started) / 60.0
+
+    def for_lane(self, tag: str) -> RunContext:
+        """The same run, its events marked with a search lane's tag (lanes run at once)."""
+        events = self.on_event
+        return replace(self, on_event=lambda node, text: events(node, f"[{tag}] {text}"))
 
     def put_json(self, data: Any, kind: str) -> str:
         return self.store.put_blob(json.dumps(data, sort_keys=True, default=repr), kind)

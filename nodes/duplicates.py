@@ -4,6 +4,7 @@ aside) is not checked a second time: the coder hears which one it repeats and wh
 from __future__ import annotations
 
 from kernelgraph.nodes.context import RunContext
+from kernelgraph.state.graph_state import Lane
 from kernelgraph.tools.code_hash import normalized_code_hash
 
 
@@ -19,6 +20,20 @@ def earlier_twin(ctx: RunContext, candidate_id: str, code: str, before: set[str]
             twin = ctx.store.get_candidate(row["id"]) or {}
             if twin.get("code") is not None and normalized_code_hash(twin["code"]) == wanted:
                 return row["id"]
+    return None
+
+
+def lane_twin(ctx: RunContext, lane: Lane | None, candidate_id: str, code: str) -> str | None:
+    """The candidate another lane of this search wrote with the same code and may be checking
+    right now (not yet in the store's evaluations); else this lane claims the code. Call it
+    under `ctx.lane_lock`."""
+    if lane is None:
+        return None
+    key = normalized_code_hash(code)
+    owner = ctx.lane_claims.get(key)
+    if owner is not None and owner[1] != lane.lane:
+        return owner[0]
+    ctx.lane_claims[key] = (candidate_id, lane.lane)
     return None
 
 

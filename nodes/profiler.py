@@ -71,6 +71,7 @@ def profiler(state: GraphState, runtime: Runtime[RunContext]) -> dict:
         "best": best,
         "baseline": baseline,
         "profiled": state.profiled + 1,
+        "last_profiled": mine,
         "plateau": 0 if real_gain else state.plateau + 1,
         "attempts": 0,
         "mode": "refine",

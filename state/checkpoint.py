@@ -12,11 +12,12 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from kernelgraph.state.graph_state import STATE_CLASSES
+from kernelgraph.state.search import SEARCH_CLASSES
 from kernelgraph.state.store import RunStore, busy_timeout_ms
 
 
 def serializer() -> JsonPlusSerializer:
-    return JsonPlusSerializer(allowed_msgpack_modules=list(STATE_CLASSES))
+    return JsonPlusSerializer(allowed_msgpack_modules=[*STATE_CLASSES, *SEARCH_CLASSES])
 
 
 def open_checkpointer(store: RunStore) -> SqliteSaver:

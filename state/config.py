@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from kernelgraph.state.search import SearchSettings
 from kernelgraph.tools.harness.config import EvalConfig
 
 LLM_NODES = ("planner", "sketch_writer", "coder")
@@ -88,6 +89,7 @@ class RunConfig(BaseModel):
     approve: bool = False
     model: ModelConfig = Field(default_factory=ModelConfig)
     limits: Limits = Field(default_factory=Limits)
+    search: SearchSettings = Field(default_factory=SearchSettings)
 
     def eval_config(self, profile: bool) -> EvalConfig:
         return EvalConfig(
@@ -107,20 +109,24 @@ class RunConfig(BaseModel):
 
     def with_changes(self, changes: dict[str, Any]) -> RunConfig:
         """A copy with fields changed by name: top-level ("dsl"), a limit ("max_iterations")
-        or a model field ("model" means the model's name; "base_url", "record"...)."""
+        or a model field ("model" means the model's name; "base_url", "record"...), or a search
+        setting ("width", "islands", ...)."""
         data = self.model_dump()
         for key, value in changes.items():
             if key == "model":
                 data["model"]["name"] = value
-            elif key in data and key not in ("limits",):
+            elif key in data and key not in ("limits", "search"):
                 data[key] = value
             elif key in Limits.model_fields:
                 data["limits"][key] = value
+            elif key in SearchSettings.model_fields:
+                data["search"][key] = value
             elif key in ModelConfig.model_fields:
                 data["model"][key] = value
             else:
                 known = sorted(
-                    {*data, *Limits.model_fields, *ModelConfig.model_fields} - {"limits"}
-                )
+                    {*data, *Limits.model_fields, *ModelConfig.model_fields,
+                     *SearchSettings.model_fields} - {"limits", "search"}
+                )  # fmt: skip
                 raise KeyError(f"unknown setting {key!r}; known: {', '.join(known)}")
         return RunConfig.model_validate(data)

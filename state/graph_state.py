@@ -51,6 +51,20 @@ class Baseline(BaseModel):
         return base / kernel_ms if base and kernel_ms > 0 else None
 
 
+class Lane(BaseModel):
+    """One branch of a parallel search round (state/search.py): where it starts from and
+    what it may look at."""
+
+    lane: int  # stable across rounds: a scripted model's replies are keyed by it
+    island: int
+    round: int
+    parent_id: str | None = None  # None: write afresh from the island's sketch
+    mode: Mode = "write"
+    pick: int = 0  # lanes of this round before it with the same island and parent
+    start: int | None = None  # the builtin's seeded starting point for an empty island
+    inspiration_id: str | None = None  # another island's best, shown to an LLM
+
+
 class GraphState(BaseModel):
     analysis_sha: str | None = None  # the planner's task analysis (JSON blob)
     plan_sha: str | None = None
@@ -72,6 +86,8 @@ class GraphState(BaseModel):
     baseline: Baseline | None = None  # set by the first profiled candidate
     llm_calls: dict[str, int] = Field(default_factory=dict)  # per node, along this lineage
     stop_reason: str | None = None  # set by a node that cannot go on (e.g. a bad plan reply)
+    last_profiled: Best | None = None  # the last candidate the profiler timed, best or not
+    lane: Lane | None = None  # a search branch's lane (state/search.py); None in a plain run
 
 
-STATE_CLASSES = (GraphState, Outcome, Best, Baseline)
+STATE_CLASSES = (GraphState, Outcome, Best, Baseline, Lane)

@@ -14,10 +14,11 @@ from kernelgraph.state.llm_calls import insert_call, known_usd, run_spend
 from kernelgraph.state.store import RunStore
 
 
-def check_budget(store: RunStore, run_id: str, limits: Limits) -> None:
-    """Raise BudgetExhausted when one more call would go past a budget of the run."""
+def check_budget(store: RunStore, run_id: str, limits: Limits, pending: int = 0) -> None:
+    """Raise BudgetExhausted when one more call would go past a budget of the run; `pending`
+    calls are under way (a search's branches) and count as made."""
     if limits.max_llm_calls is not None:
-        calls = run_spend(store, run_id)["llm_calls"]
+        calls = run_spend(store, run_id)["llm_calls"] + pending
         if calls >= limits.max_llm_calls:
             raise BudgetExhausted(
                 f"the LLM call budget is spent ({calls} calls of --max-llm-calls "

@@ -37,8 +37,18 @@ class CallInfo:
     """What a model may use to pick its answer (a script by index, a replay by prompt hash)."""
 
     node: str
-    index: int  # this node's call counter along the run's lineage
+    index: int  # this node's call counter along the run's lineage (or the lane's)
     prompt_sha: str
+    lane: int | None = None  # a parallel search's lane (state/search.py)
+
+    @property
+    def counter(self) -> str:
+        """The key of this call's counter: the node's, or the node's in one lane."""
+        return counter_key(self.node, self.lane)
+
+
+def counter_key(node: str, lane: int | None) -> str:
+    return node if lane is None else f"{node}#{lane}"
 
 
 class ChatModel(Protocol):

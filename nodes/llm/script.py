@@ -6,7 +6,10 @@ list of their own:
     {"planner": [{"json": {...}}], "sketch_writer": [...], "coder": ["```python ...```"]}
 
 The node's call index (its counter in the graph state) picks the entry, so a resumed run gets
-the same reply for the same call. An entry is one of:
+the same reply for the same call. In a parallel search (`--width`, `--islands`) each lane counts
+its own calls: a list keyed "coder#2" serves lane 2's coder, replies in order across rounds
+(the islands' sketches are lanes 0..K-1 of "sketch_writer#K"); a lane without a list of its
+own takes the node's list by its own count. An entry is one of:
 
     "text"                           the reply text
     {"text": "..."}                  the same
@@ -61,11 +64,12 @@ class ScriptChat:
         schema: type[BaseModel] | None = None,
         method: Method = "text",
     ) -> ChatReply:
-        entries = self.replies.get(call.node, self.replies.get(SHARED, []))
+        listed = next((k for k in (call.counter, call.node) if k in self.replies), None)
+        entries = self.replies[listed] if listed else self.replies.get(SHARED, [])
         if call.index >= len(entries):
-            listed = call.node if call.node in self.replies else f'"{SHARED}" (for {call.node})'
+            listed = listed or f'"{SHARED}" (for {call.node})'
             raise ScriptExhausted(
-                f"the script {self.path} has no reply {call.index + 1} for {call.node}: its "
+                f"the script {self.path} has no reply {call.index + 1} for {call.counter}: its "
                 f"{listed} list holds {len(entries)}. Add replies to it, then resume the run."
             )
         text, finish = self._reply(entries[call.index], call)
@@ -113,7 +117,7 @@ def load_script(path: Path) -> dict[str, list]:
     allowed = [*LLM_NODES, SHARED]
     if not isinstance(data, dict):
         raise ModelConfigError(f"{what} must hold a JSON object with keys from {allowed}.")
-    unknown = sorted(set(data) - set(allowed))
+    unknown = sorted(key for key in data if _node_of(key) not in allowed)
     if unknown:
         raise ModelConfigError(f"{what} has unknown keys {unknown}; use keys from {allowed}.")
     for node, entries in data.items():
@@ -124,6 +128,12 @@ def load_script(path: Path) -> dict[str, list]:
             if problem:
                 raise ModelConfigError(f"{what}: {node} reply {i} {problem}.")
     return data
+
+
+def _node_of(key: str) -> str:
+    """`coder#2` is the coder's list for lane 2 of a parallel search."""
+    node, sep, lane = key.partition("#")
+    return node if not sep or lane.isdigit() else key
 
 
 def _entry_problem(entry: Any, path: Path) -> str | None:

@@ -13,6 +13,7 @@ in place for each call that reached the model.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from functools import partial
@@ -30,6 +31,7 @@ from kernelgraph.nodes.llm.chat import (
     Method,
     canonical_prompt,
     clean_messages,
+    counter_key,
     prompt_sha,
 )
 from kernelgraph.nodes.llm.errors import BadReply, ModelConfigError, RequestRejected
@@ -69,6 +71,9 @@ class LLMSession:
         self.main = Tier(main)
         self.cheap = Tier(cheap) if cheap is not None else None
         self.sleep = time.sleep  # backoff; tests may replace it
+        # a search's branches call at once: calls under way count against max_llm_calls
+        self._budget_lock = threading.Lock()
+        self._pending = 0
 
     def tier(self, node: str) -> Tier:
         if self.cheap is not None and node in self.model.cheap_nodes:
@@ -85,12 +90,13 @@ class LLMSession:
         return run_spend(self.store, self.run_id)
 
     def ask_json(
-        self, node: str, messages: list[Message], schema: type[BaseModel], counts: dict[str, int]
-    ) -> BaseModel:
+        self, node: str, messages: list[Message], schema: type[BaseModel], counts: dict[str, int],
+        lane: int | None = None,
+    ) -> BaseModel:  # fmt: skip
         def judge(reply: ChatReply) -> BaseModel:
             return parse_json(reply.text, reply.finish_reason, schema)
 
-        value, _ = self._ask(node, messages, counts, schema, judge)
+        value, _ = self._ask(node, messages, counts, schema, judge, lane)
         return value
 
     def ask_code(
@@ -99,15 +105,16 @@ class LLMSession:
         messages: list[Message],
         counts: dict[str, int],
         current_code: str | None = None,
+        lane: int | None = None,
     ) -> CodeAnswer:
         def judge(reply: ChatReply) -> CodeAnswer:
             code, kind = code_answer(reply.text, reply.finish_reason, current_code)
             return CodeAnswer(code=code, kind=kind)
 
-        answer, reply_sha = self._ask(node, messages, counts, None, judge)
+        answer, reply_sha = self._ask(node, messages, counts, None, judge, lane)
         return answer.model_copy(update={"reply_sha": reply_sha})
 
-    def _ask(self, node, messages, counts, schema, judge) -> tuple[Any, str | None]:
+    def _ask(self, node, messages, counts, schema, judge, lane=None) -> tuple[Any, str | None]:
         """Ask until a reply passes `judge`: 1 + bad_reply_retries calls, plus one more when
         the last failure was an edit that did not apply (the model is asked for a rewrite)."""
         tier = self.tier(node)
@@ -118,7 +125,7 @@ class LLMSession:
         while True:
             tries += 1
             value, problem, reply, reply_sha = self._exchange(
-                tier, node, convo, counts, schema, judge
+                tier, node, convo, counts, schema, judge, lane
             )
             if problem is None:
                 return value, reply_sha
@@ -135,13 +142,23 @@ class LLMSession:
                 {"role": "user", "content": problem.feedback},
             ]
 
-    def _exchange(self, tier, node, convo, counts, schema, judge):
+    def _exchange(self, tier, node, convo, counts, schema, judge, lane):
         """One call: budget, send (with retries), count, judge, record."""
-        check_budget(self.store, self.run_id, self.limits)
+        with self._budget_lock:
+            check_budget(self.store, self.run_id, self.limits, pending=self._pending)
+            self._pending += 1
+        try:
+            return self._exchange_within_budget(tier, node, convo, counts, schema, judge, lane)
+        finally:
+            with self._budget_lock:
+                self._pending -= 1
+
+    def _exchange_within_budget(self, tier, node, convo, counts, schema, judge, lane):
         chat = tier.chat
         schema_name = schema.__name__ if schema is not None else None
         prompt = canonical_prompt(convo, schema_name)
-        call = CallInfo(node, counts.get(node, 0), prompt_sha(convo, schema_name))
+        key = counter_key(node, lane)
+        call = CallInfo(node, counts.get(key, 0), prompt_sha(convo, schema_name), lane)
         send = partial(
             with_retries,
             retries=self.model.endpoint_retries,
@@ -164,7 +181,7 @@ class LLMSession:
             record(reply=None, seconds=time.monotonic() - started, status="error", error=str(exc))
             raise
         seconds = time.monotonic() - started
-        counts[node] = call.index + 1
+        counts[key] = call.index + 1
         try:
             value, problem = judge(reply), None
         except ReplyProblem as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from collections.abc import Iterable
 from typing import Any
 
@@ -113,11 +114,13 @@ class BuiltinModel:
 
     # ------------------------------------------------------------ coder
 
-    def code(self, context: dict[str, Any], tried: Iterable[str], best_code: str | None) -> str:
+    def code(self, context: dict[str, Any], tried: Iterable[str], best_code: str | None,
+             pick: int = 0) -> str:  # fmt: skip
         """The kernel file: default config first; later the first untried neighbour of the
-        best config (or of the default when nothing verified yet)."""
-        for code in self.upcoming(context, tried, best_code, 1):
-            return code
+        best config (or of the default when nothing verified yet); `pick` skips that many."""
+        found = self.upcoming(context, tried, best_code, pick + 1)
+        if len(found) > pick:
+            return found[pick]
         raise NothingToTry("every configuration next to the best one was tried")
 
     def upcoming(
@@ -127,6 +130,8 @@ class BuiltinModel:
         gen = self.generator(context)
         tried_configs = [c for c in (read_config(code) for code in tried) if c is not None]
         default = gen.default_config()
+        if context.get("start") is not None:  # a search island's own starting point
+            default = start_config(default, gen.tunables(), context["start"])
         configs = [] if default in tried_configs else [default]
         centre = read_config(best_code) or default
         for config in _next_configs(centre, gen.tunables(), verified=best_code is not None):
@@ -135,6 +140,18 @@ class BuiltinModel:
             if config not in tried_configs and config not in configs:
                 configs.append(config)
         return [gen.code(config) for config in configs[:n]]
+
+
+def start_config(default: Config, spaces: dict[str, dict[str, list[Any]]], seed: int) -> Config:
+    """A seeded random config (PRECISION kept at its default: a wrong result is cured by
+    precision first), so another island starts its search elsewhere in the space."""
+    rng = random.Random(seed)
+    config = {kernel: dict(params) for kernel, params in default.items()}
+    for kernel, params in spaces.items():
+        for param, values in params.items():
+            if param != PRECISION and values:
+                config.setdefault(kernel, {})[param] = rng.choice(values)
+    return config
 
 
 def _next_configs(
