@@ -63,7 +63,8 @@ def coder(state: GraphState, runtime: Runtime[RunContext]) -> dict:
     ctx.emit("coder", f"candidate {candidate_id} ({context['mode']}, {answer.kind})")
     if twin:
         return _duplicate(ctx, state, candidate_id, twin, iteration, counts)
-    if ctx.prebuilder is not None:  # what the brain will write next compiles meanwhile
+    if ctx.prebuilder is not None and state.lane is None:  # the next files compile meanwhile
+        # (a search compiles its round's lanes at once instead)
         upcoming = ctx.brain.upcoming(context, ctx.prebuilder.workers)
         compile_ahead(ctx, upcoming, (context["analysis"] or {}).get("min_bytes"))
     return {

@@ -68,6 +68,8 @@ def bench(
     max_llm_calls: Annotated[int | None, typer.Option(help="Per run: LLM call budget.")] = None,
     max_minutes: Annotated[float | None, typer.Option(help="Per run: running time budget.")] = None,
     samples: Annotated[int, typer.Option(min=1, help="Runs per problem, for pass@k.")] = 1,
+    width: Annotated[int, typer.Option(min=1, help="Per run: candidates per search round.")] = 1,
+    islands: Annotated[int, typer.Option(min=1, help="Per run: search islands.")] = 1,
     gpus: Annotated[
         int | None, typer.Option(min=1, help="GPUs to use (default: all visible).")
     ] = None,
@@ -121,6 +123,7 @@ def bench(
                 precision=precision, max_iterations=max_iterations, seeds=seeds, sets=set_,
                 timeout=timeout, baseline_compile=baseline_compile, no_cache=no_cache,
                 budget_usd=budget_usd, max_llm_calls=max_llm_calls, max_minutes=max_minutes,
+                width=width, islands=islands,
             ),
         )  # fmt: skip
         options = ExecutorOptions(device, gpus, ray, jobs)
@@ -131,7 +134,7 @@ def bench(
 
 def run_args(*, dsl, device, model, base_url, policy, precision, max_iterations, seeds, sets,
              timeout, baseline_compile, no_cache, budget_usd, max_llm_calls,
-             max_minutes) -> list[str]:  # fmt: skip
+             max_minutes, width=1, islands=1) -> list[str]:  # fmt: skip
     """The `kernelgraph run TASK` options every problem gets."""
     args = ["--dsl", dsl, "--device", device, "--policy", policy, "--precision", precision]
     args += ["--max-iterations", str(max_iterations), "--seeds", str(seeds)]
@@ -145,6 +148,8 @@ def run_args(*, dsl, device, model, base_url, policy, precision, max_iterations,
         args += [flag, str(value)] if value is not None else []
     for item in sets or []:
         args += ["--set", item]
+    if width > 1 or islands > 1:  # a parallel search per problem
+        args += ["--width", str(width), "--islands", str(islands)]
     return args + (["--no-cache"] if no_cache else [])
 
 
