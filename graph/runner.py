@@ -7,6 +7,7 @@ with durability "sync": every finished node is on disk before the next starts.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +32,7 @@ from kernelgraph.state.graph_state import GraphState
 from kernelgraph.state.store import RunStore, open_store
 from kernelgraph.tools.dsl import get_adapter
 from kernelgraph.tools.harness.config import POLICIES, PRECISIONS
+from kernelgraph.tools.harness.stopping import stop_workers_on_signal
 from kernelgraph.tools.harness.verdict import UsageError
 from kernelgraph.tools.harness.warm import WARM_POOL
 from kernelgraph.tools.task import TaskSource
@@ -195,7 +197,9 @@ def drive(
         store.update_run(run_id, status="running")
         error: BaseException | None = None
         try:
-            with WARM_POOL.active():  # candidate workers start ahead of their evaluation
+            # a search's lanes evaluate on threads: a signal stops their workers at once
+            stop = stop_workers_on_signal() if kind.name == "search" else contextlib.nullcontext()
+            with stop, WARM_POOL.active():  # candidate workers start ahead of their evaluation
                 for update in app.stream(
                     graph_input, thread, context=ctx, stream_mode="updates", durability="sync"
                 ):

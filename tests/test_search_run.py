@@ -212,3 +212,32 @@ def test_approval_is_refused_for_a_search(agent, tmp_path) -> None:
     proc = agent.run(lane_script(tmp_path, {0: [ADD]}), "--width", "2", "--approve")
     assert proc.returncode == 2
     assert "--approve reviews one candidate at a time" in proc.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_mid_round_stops_the_lanes_at_once_and_resume_finishes(agent, tmp_path) -> None:
+    script = lane_script(tmp_path, {0: [ADD], 1: [OMP]})
+    args = ["run", str(TASK), "--dsl", "cpp", "--device", "cpu", "--seeds", "1", "--json"]
+    args += ["--model", f"script:{script}", "--width", "2", "--max-iterations", "2"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kernelgraph.graph.cli", *args],
+        cwd=agent.folder,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **agent.env},
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    for line in proc.stderr:
+        if "verifying" in line:  # a lane's harness workers are running
+            proc.send_signal(signal.SIGINT)
+            break
+    stdout, _ = proc.communicate(timeout=120)
+    stopped = json.loads(stdout.strip().splitlines()[-1])
+    assert proc.returncode == 3 and stopped["status"] == "interrupted"
+    assert agent.statuses(stopped["run_id"]) == []  # no verdict from a killed worker
+    assert wait_until_gone(agent.folder / "work") == []
+    done = agent("resume", stopped["run_id"], "--json")
+    assert done.returncode == 0, done.stderr
+    assert json_line(done)["status"] == "verified"
+    assert agent.llm_calls(stopped["run_id"])["coder"] == 2  # the lanes were not asked again
+    evaluated_once(agent)

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelgraph.tools.harness import held_signals
+from kernelgraph.tools.harness import held_signals, stopping
 
 PR_SET_PDEATHSIG = 1
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
@@ -241,6 +241,7 @@ class Sandboxed:
         self.start = time.monotonic()
         self.oom_kills_before = oom_kill_count()
         self.proc: subprocess.Popen | None = None
+        stopping.raise_if_stopping()  # the run is stopping: start nothing new
         with open(log_path, "wb") as log:
             try:
                 with held_signals.held():  # a Ctrl-C during fork would be lost, not raised
@@ -261,6 +262,7 @@ class Sandboxed:
                 raise
         self.watchdog = _RssWatchdog(self.proc.pid, limits.max_rss_bytes)
         self.watchdog.start()
+        stopping.track(self)
 
     def send(self, data: bytes, close: bool = False) -> None:
         """Write to the worker's stdin; a worker that already died is ignored."""
@@ -295,6 +297,8 @@ class Sandboxed:
             if self.proc.stdin:
                 with contextlib.suppress(OSError):  # unsent bytes to a dead worker
                     self.proc.stdin.close()
+            stopping.untrack(self)
+        stopping.raise_if_stopping()  # killed because the run stops: no verdict from it
         log_tail = _tail(self.log_path)
         ours = timed_out or self.watchdog.exceeded or self.killed_by_harness
         sigkill = self.proc.returncode == -signal.SIGKILL or (
