@@ -33,14 +33,19 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=16, help="--max-iterations of each run")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--timeout-s", type=float, default=1800.0, help="per run")
+    parser.add_argument("--deadline-s", type=float, default=None,
+                        help="start no task's runs after this many seconds")  # fmt: skip
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     done = _done(args.out)
+    started = time.monotonic()
     for task in args.task:
+        if args.deadline_s is not None and time.monotonic() - started > args.deadline_s:
+            break
         for mode in args.mode or ["1x1", "8x2"]:
             if (task.stem, mode) in done:
                 continue
-            emit(measure(task, mode, args), args.out)
+            emit(measure(task, mode, args) | {"device": _device_name()}, args.out)
 
 
 def measure(task: Path, mode: str, args: argparse.Namespace) -> dict:
@@ -58,11 +63,14 @@ def measure(task: Path, mode: str, args: argparse.Namespace) -> dict:
                "--plateau-patience", str(args.budget), "--width", str(width), "--islands",
                str(islands), "--no-baseline-compile", "--db", str(db), "--json", "--quiet"]  # fmt: skip
     started = time.monotonic()
-    proc = subprocess.run(command, env=env, capture_output=True, text=True,
-                          timeout=args.timeout_s)  # fmt: skip
-    wall = time.monotonic() - started
     record = {"task": task.stem, "mode": mode, "width": width, "islands": islands,
-              "budget": args.budget, "exit_code": proc.returncode, "wall_s": round(wall, 1)}  # fmt: skip
+              "budget": args.budget}  # fmt: skip
+    try:
+        proc = subprocess.run(command, env=env, capture_output=True, text=True,
+                              timeout=args.timeout_s)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return record | {"error": f"the run took more than --timeout-s {args.timeout_s:g}"}
+    record |= {"exit_code": proc.returncode, "wall_s": round(time.monotonic() - started, 1)}
     try:
         summary = json.loads(proc.stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
@@ -101,6 +109,15 @@ def _timeline(db: Path, run_id: str, best_id: str | None) -> dict:
         "s_to_first_profile": round(profiled[0][1], 1) if profiled else None,
         "s_to_best": round(to_best, 1) if to_best is not None else None,
     }
+
+
+def _device_name() -> str:
+    try:
+        import torch
+
+        return torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    except Exception:  # noqa: BLE001 - a label only
+        return "unknown"
 
 
 def _when(text: str) -> datetime:
