@@ -64,7 +64,13 @@ def validate_settings(config: RunConfig, device_here: bool = True) -> None:
         raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}")
     if config.policy not in POLICIES:
         raise UsageError(f"--policy must be one of {', '.join(POLICIES)}")
-    if config.approve and config.search.parallel:
+    search = config.search
+    if search.islands > search.width:
+        raise UsageError(
+            f"--islands {search.islands} needs at least one lane each per round: give --width "
+            f"{search.islands} or more."
+        )
+    if config.approve and search.parallel:
         raise UsageError(
             "--approve reviews one candidate at a time: use it without --width and --islands."
         )

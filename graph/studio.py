@@ -64,9 +64,15 @@ class StudioInput(BaseModel):
             model=ModelConfig(name=self.model),
         )
         try:
-            return config.with_changes(self.settings)
+            config = config.with_changes(self.settings)
         except KeyError as exc:
             raise UsageError(str(exc.args[0])) from exc
+        if config.search.parallel:
+            raise UsageError(
+                "Studio draws the six-node graph: a parallel search (width, islands) runs "
+                "from the command line (kernelgraph run --width N --islands K)."
+            )
+        return config
 
 
 class StudioOutput(BaseModel):

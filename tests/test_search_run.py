@@ -208,10 +208,19 @@ def test_branch_from_a_rounds_checkpoint_runs_the_next_round(agent, tmp_path) ->
     assert refused.returncode != 0 and "keeps its graph" in refused.stderr
 
 
-def test_approval_is_refused_for_a_search(agent, tmp_path) -> None:
-    proc = agent.run(lane_script(tmp_path, {0: [ADD]}), "--width", "2", "--approve")
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (("--width", "2", "--approve"), "--approve reviews one candidate at a time"),
+        (("--islands", "3", "--width", "2"), "--islands 3 needs at least one lane each"),
+        (("--width", "0"), "Invalid value for '--width'"),
+    ],
+)
+def test_search_settings_that_cannot_work_are_refused(agent, tmp_path, options, message) -> None:
+    proc = agent.run(lane_script(tmp_path, {0: [ADD]}), *options)
     assert proc.returncode == 2
-    assert "--approve reviews one candidate at a time" in proc.stderr
+    assert message in proc.stderr
+    assert not agent.db.exists()  # refused before any run was made
 
 
 @pytest.mark.slow

@@ -148,3 +148,12 @@ def test_a_sandboxed_worker_never_sees_langsmith_keys(keys_set_tracing_off, tmp_
     assert "own environment:" in log and "probe done" in log
     for value in SECRETS.values():
         assert value not in log
+
+
+def test_a_parallel_search_is_refused_with_a_way_forward(tmp_path) -> None:
+    from kernelgraph.graph.studio import StudioInput
+    from kernelgraph.tools.harness.verdict import UsageError
+
+    given = StudioInput(task_path=str(tmp_path / "task.py"), settings={"width": 4})
+    with pytest.raises(UsageError, match="kernelgraph run --width N"):
+        given.run_config()
