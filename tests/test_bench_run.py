@@ -127,8 +127,89 @@ def test_a_killed_bench_resumes_its_unfinished_run_and_skips_the_finished_ones(
     bench.wait(timeout=30)
     assert wait_until_gone(tmp_path / "work", within_s=60) == [], "a run outlived its bench"
     assert wait_until_gone(str(out), within_s=60) == []
-    run_args = json.loads((out / "bench.json").read_text())["settings"]["run_args"]
-    assert run_args[run_args.index("--width") :][:4] == ["--width", "2", "--islands", "1"]
+    manifest = json.loads((out / "bench.json").read_text())
+    assert manifest["environment"]["executor"] == "local" and manifest["environment"]["host"]
+    report = kernelgraph("report", str(out), cwd=tmp_path, env=env)  # a killed bench's report
+    assert report.returncode == 0, report.stderr
+    assert "| runs finished | 1 / 2 (unfinished" in (out / "report.md").read_text()
+
+    resumed = kernelgraph("bench", "--resume", str(out), "--json", cwd=tmp_path, env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    data = json_line(resumed)
+    assert (data["ran"], data["skipped"]) == (1, 1)
+    assert data["summary"]["overall"]["verified"] == 2
+    results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["run_id"] for r in results if r["problem"] == "level1/2_ScaleAdd"] == [second_run]
+    evaluated = subprocess.run(
+        ["sqlite3", str(db), "SELECT cache_key, count(*) FROM evaluations WHERE "
+         "json_extract(verdict, '$.cached') = 0 GROUP BY cache_key HAVING count(*) > 1"],
+        capture_output=True, text=True,
+    ) if shutil.which("sqlite3") else None  # fmt: skip
+    assert evaluated is None or evaluated.stdout.strip() == ""  # nothing evaluated twice
+
+
+def _wait_for_started(out: Path, problem: str, within_s: float = 60.0) -> str:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        path = out / "started.jsonl"
+        rows = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+        ids = [r["run_id"] for r in rows if r["problem"] == problem]
+        if ids:
+            return ids[0]
+        time.sleep(0.05)  # the bench writes the line as the run prints its id
+    raise AssertionError(f"{problem} never started")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["bench"], "give a SUITE folder, or --resume DIR"),
+        (["bench", "--resume", "nowhere"], "is not a bench folder"),
+        (["bench", "missing_suite"], "is not a folder of task files"),
+    ],
+)
+def test_bench_usage_errors_are_one_readable_line(tmp_path: Path, args, fragment) -> None:
+    proc = kernelgraph(*args, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert_readable_error(proc, fragment)
+
+
+def test_bench_refuses_to_overwrite_a_bench_folder(tmp_path: Path, script: Path) -> None:
+    suite = make_suite(tmp_path / "kb", ["1_ScaleAdd"])
+    out = tmp_path / "bench"
+    out.mkdir()
+    (out / "bench.json").write_text("{}")
+    proc = kernelgraph(*bench_args(suite, script, out), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert_readable_error(proc, f"kernelgraph bench --resume {out}")
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_bench_cleanly_and_says_how_to_go_on(tmp_path: Path, script: Path):
+    suite = make_suite(tmp_path / "kb", ["1_ScaleAdd"])
+    out, db = tmp_path / "bench", tmp_path / "kg.db"
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "kernelgraph.graph.cli", *bench_args(suite, script, out, "--db", str(db))],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    run_id = _wait_for_started(out, "level1/1_ScaleAdd")
+    bench.send_signal(signal.SIGTERM)
+    _, errs = bench.communicate(timeout=120)
+    assert bench.returncode == 3, errs
+    assert f"kernelgraph bench --resume {out}" in " ".join(errs.split())
+    assert "Traceback" not in errs
+    assert not (out / "results.jsonl").exists()  # an interrupted run is owed, not a result
+    listed = json_line(kernelgraph("runs", "--db", str(db), "--json", cwd=tmp_path))
+    assert [(r["run_id"], r["status"]) for r in listed] == [(run_id, "interrupted")]
+
+
+def test_a_run_past_its_cap_ends_as_timeout_and_the_bench_goes_on(tmp_path: Path, script: Path):
+    suite = make_suite(tmp_path / "kb", ["1_ScaleAdd"])
+    out = tmp_path / "bench"
+    args = bench_args(suite, script, out, "--db", str(tmp_path / "kg.db"), "--task-timeout", "1")
+    proc = kernelgraph(*args, "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
     (result,) = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert (result["status"], result["verified"]) == ("timeout", False)
     assert "level1/1_ScaleAdd" in (out / "report.md").read_text().split("Not verified")[1]
@@ -141,11 +222,8 @@ def test_a_bench_runs_each_problem_as_a_parallel_search(tmp_path: Path) -> None:
     args = bench_args(suite, script, out, "--db", str(db), "--json", "--width", "2")
     proc = kernelgraph(*args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    manifest = json.loads((out / "bench.json").read_text())
-    assert (
-        manifest["settings"]["run_args"][-2:] == ["--width", "2"]
-        or "--width" in manifest["settings"]["run_args"]
-    )
+    run_args = json.loads((out / "bench.json").read_text())["settings"]["run_args"]
+    assert run_args[run_args.index("--width") :][:4] == ["--width", "2", "--islands", "1"]
     (result,) = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert result["status"] == "verified"
     shown = json_line(
