@@ -55,8 +55,8 @@ def branch(
     except (KeyError, ValueError) as exc:
         raise RunError(f"--config: {exc}") from exc
     validate_config(new_config)
-    kind = graph_kind(config)
-    if graph_kind(new_config) is not kind:
+    kind = graph_kind(config.search)
+    if graph_kind(new_config.search) is not kind:
         raise RunError(
             f"run {run_id} is a {kind.name.replace('_', '-')} run: a branch keeps its graph, so "
             "--config width/islands may change only between values above 1 (or both stay 1)."

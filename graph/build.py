@@ -22,9 +22,8 @@ from kernelgraph.nodes.planner import planner
 from kernelgraph.nodes.profiler import profiler
 from kernelgraph.nodes.sketch_writer import sketch_writer
 from kernelgraph.nodes.verifier import verifier
-from kernelgraph.state.config import RunConfig
 from kernelgraph.state.graph_state import GraphState
-from kernelgraph.state.search import SearchState
+from kernelgraph.state.search import SearchSettings, SearchState
 
 NODES = {
     "planner": planner,
@@ -83,9 +82,9 @@ GRAPH_KINDS = {
 }
 
 
-def graph_kind(config: RunConfig) -> GraphKind:
+def graph_kind(search: SearchSettings) -> GraphKind:
     """A run with --width or --islands above 1 is a parallel search; any other, six nodes."""
-    return GRAPH_KINDS["search" if config.search.parallel else "six_nodes"]
+    return GRAPH_KINDS["search" if search.parallel else "six_nodes"]
 
 
 def mermaid() -> str:

@@ -12,9 +12,8 @@ from kernelgraph.graph.errors import RunError
 from kernelgraph.graph.runner import _open_run, _thread, as_state, spend_of
 from kernelgraph.state import run_lock
 from kernelgraph.state.checkpoint import open_checkpointer
-from kernelgraph.state.config import RunConfig
 from kernelgraph.state.llm_calls import node_spend
-from kernelgraph.state.search import SearchState
+from kernelgraph.state.search import SearchSettings, SearchState
 from kernelgraph.state.store import RunStore, open_store
 
 
@@ -48,14 +47,14 @@ def live_status(run: dict) -> str:
 
 def history(run_id: str, db: Path | None = None) -> list[dict[str, Any]]:
     store, _, config = _open_run(run_id, db)
-    kind = graph_kind(config)
+    kind = graph_kind(config.search)
     return [
         p.row() for p in checkpoint_list(kind.compile(open_checkpointer(store)), run_id, kind.state)
     ]
 
 
-def run_state(store: RunStore, run_id: str, config: RunConfig):
-    kind = graph_kind(config)
+def run_state(store: RunStore, run_id: str, search: SearchSettings):
+    kind = graph_kind(search)
     snapshot = kind.compile(open_checkpointer(store)).get_state(_thread(run_id))
     return as_state(snapshot.values, kind.state), snapshot
 
@@ -64,7 +63,7 @@ def show(run_id: str, candidate_id: str | None = None, db: Path | None = None) -
     """The run (status, baseline, spend) and a candidate (default: the best, else the latest)
     with its code, parent diff and verdict; `candidate` is None while the run has none."""
     store, row, config = _open_run(run_id, db)
-    state, snapshot = run_state(store, run_id, config)
+    state, snapshot = run_state(store, run_id, config.search)
     pending = snapshot.interrupts[0].value["candidate_id"] if snapshot.interrupts else None
     data = {
         "run": {k: row[k] for k in ("id", "stop_reason", "dsl", "device")}
@@ -131,7 +130,7 @@ def search_summary(state: SearchState) -> dict:
 
 def export(run_id: str, out: Path, candidate_id: str | None = None, db=None) -> Path:
     store, _, config = _open_run(run_id, db)
-    state, _ = run_state(store, run_id, config)
+    state, _ = run_state(store, run_id, config.search)
     chosen = candidate_id or (state.best.candidate_id if state.best else None)
     if chosen is None:
         raise RunError(

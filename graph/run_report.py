@@ -112,8 +112,8 @@ def _candidate(store, cand, start, outcome, baseline, edges) -> dict[str, Any]:
 def run_report_data(run_id: str, db: Path | None = None) -> dict[str, Any]:
     """Everything the run report draws, as plain JSON-able values."""
     store, row, config = _open_run(run_id, db)
-    state, _ = run_state(store, run_id, config)
-    kind = graph_kind(config)
+    state, _ = run_state(store, run_id, config.search)
+    kind = graph_kind(config.search)
     points = checkpoint_list(kind.compile(open_checkpointer(store)), run_id, kind.state)
     edges, outcomes = _edges(points), _outcomes(points)
     start = row["created_at"]

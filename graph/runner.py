@@ -84,7 +84,7 @@ def start(config: RunConfig, db: Path | None = None, progress: Progress | None =
     run_id = new_run(store, config)
     if on_start:
         on_start(run_id)
-    return drive(store, run_id, config, graph_kind(config).state(), progress)
+    return drive(store, run_id, config, graph_kind(config.search).state(), progress)
 
 
 def new_run(store: RunStore, config: RunConfig) -> str:
@@ -121,7 +121,7 @@ def resume(run_id: str, db: Path | None = None, progress: Progress | None = None
             f"run {run_id} is finished ({row['status']}, {row['stop_reason']}). To go on, "
             f"branch it: kernelgraph branch {run_id} --from STEP --config max_iterations=N",
         )
-    kind = graph_kind(config)
+    kind = graph_kind(config.search)
     app = kind.compile(open_checkpointer(store))
     snapshot = app.get_state(_thread(run_id))
     if snapshot.interrupts:
@@ -134,7 +134,7 @@ def review(run_id: str, decision: dict[str, Any], db: Path | None = None,
            progress: Progress | None = None) -> RunSummary:  # fmt: skip
     """Answer a run waiting at the verifier: approve, reject (feedback) or edit (kernel)."""
     store, row, config = _open_run(run_id, db)
-    app = graph_kind(config).compile(open_checkpointer(store))
+    app = graph_kind(config.search).compile(open_checkpointer(store))
     if not app.get_state(_thread(run_id)).interrupts:
         raise RunError(f"run {run_id} is not waiting for approval (status {row['status']}).")
     return drive(store, run_id, config, Command(resume=decision), progress)
@@ -198,7 +198,7 @@ def drive(
             started=started,
             prebuilder=Prebuilder(config.prebuild) if config.device.startswith("cuda") else None,
         )
-        kind = graph_kind(config)
+        kind = graph_kind(config.search)
         app = app or kind.compile(open_checkpointer(store))
         store.update_run(run_id, status="running")
         error: BaseException | None = None
@@ -237,7 +237,7 @@ def as_state(values, cls: type[GraphState] = GraphState) -> GraphState:
 
 
 def _summary(store, run_id, config, snapshot, ctx, error) -> RunSummary:
-    state = as_state(snapshot.values, graph_kind(config).state)
+    state = as_state(snapshot.values, graph_kind(config.search).state)
     best = best_kernel(store, run_id, state)
     spend = Spend(**spend_of(store, run_id))
     exit_code = None

@@ -199,15 +199,16 @@ def details(result: SampleResult, run_id: str, db: Path) -> SampleResult:
     """Fill in what the run store knows: the best kernel's timing and roofline against the
     run's one baseline, candidates, spend, and the time to the first verified candidate."""
     from kernelgraph.graph.inspect import live_status, run_state
-    from kernelgraph.state.config import RunConfig
     from kernelgraph.state.llm_calls import run_spend
+    from kernelgraph.state.search import SearchSettings
     from kernelgraph.state.store import open_store
 
     with open_store(db) as store:
         run = store.get_run(run_id)
         if run is None:
             return result
-        state, _ = run_state(store, run_id, RunConfig.model_validate(run["config"]))
+        search = SearchSettings.model_validate((run.get("config") or {}).get("search") or {})
+        state, _ = run_state(store, run_id, search)
         evaluations = store.evaluations_for_run(run_id)
         spend = run_spend(store, run_id)
         candidates = len(store.candidates_for_run(run_id))
