@@ -94,7 +94,7 @@ def lane_start(state: SearchState, lane: Lane) -> GraphState:
     best = None
     if parent is not None:
         best = Best(candidate_id=parent.candidate_id, kernel_ms=parent.kernel_ms,
-                    sol_pct=parent.sol_pct)  # fmt: skip
+                    sol_pct=parent.sol_pct, evaluation_id=parent.evaluation_id)  # fmt: skip
         if state.baseline is not None:
             best.speedup_vs_eager = state.baseline.speedup(parent.kernel_ms, "eager")
             best.speedup_vs_compile = state.baseline.speedup(parent.kernel_ms, "compile")

@@ -89,6 +89,7 @@ def _member(ctx: RunContext, island: Island, best: Best, round_: int) -> Member:
         round=round_,
         descriptor=descriptor(candidate_code(ctx, best.candidate_id), sketch),
         sol_pct=best.sol_pct,
+        evaluation_id=best.evaluation_id,
     )
 
 

@@ -39,6 +39,7 @@ class Member(BaseModel):
     round: int
     descriptor: str  # behaviour: (sketch strategy, tiling family)
     sol_pct: float | None = None
+    evaluation_id: str | None = None  # its profile, shown to an LLM that refines it
 
 
 class Island(BaseModel):

@@ -112,6 +112,7 @@ def test_islands_trade_their_best_and_lanes_get_an_inspiration(agent, tmp_path) 
     )
     inspired = [p for (p,) in prompts if "Inspiration: the best kernel of another island" in p]
     assert len(inspired) == 2  # round 2's two lanes, each shown the other island's best
+    assert all("- kernel time:" in p and "No profile was kept" not in p for p in inspired)
     sketches = agent.query(
         "SELECT count(*) FROM llm_calls WHERE run_id = ? AND node = 'sketch_writer'",
         summary["run_id"],
