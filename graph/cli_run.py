@@ -127,7 +127,8 @@ def run(
     max_retries: Annotated[int, typer.Option(help="Consecutive failures before a new sketch.")] = 3,
     max_escalations: Annotated[int, typer.Option(help="New sketches after repeated failure.")] = 2,
     plateau_patience: Annotated[
-        int, typer.Option(help="Profiled candidates without a gain before stopping.")
+        int,
+        typer.Option(help="Profiled candidates (a search: rounds) without a gain before stopping."),
     ] = 3,
     min_gain_pct: Annotated[float, typer.Option(help="A gain smaller than this is no gain.")] = 2.0,
     sol_target_pct: Annotated[float, typer.Option(help="Stop at this % of speed-of-light.")] = 90.0,
