@@ -21,7 +21,7 @@ def gather(state: SearchState, runtime: Runtime[RunContext]) -> dict:
     results = sorted((r for r in state.results if r.round == round_), key=lambda r: r.lane)
     baseline = state.baseline or next((r.baseline for r in results if r.baseline), None)
     islands = [island.model_copy(deep=True) for island in state.islands]
-    archive, best, gained = list(state.archive), state.best, False
+    archive, best = list(state.archive), state.best
     for result in results:
         island = islands[result.island]
         island.written += result.written
@@ -33,9 +33,11 @@ def gather(state: SearchState, runtime: Runtime[RunContext]) -> dict:
         island.members = with_member(island.members, member)
         archive = with_elite(archive, member)
         if best is None or mine.kernel_ms < best.kernel_ms:
-            gain = limits.min_gain_pct / 100.0
-            gained = gained or best is None or mine.kernel_ms < best.kernel_ms * (1.0 - gain)
             best = mine
+    before = state.best.kernel_ms if state.best else None  # a real gain is over the last round
+    gained = best is not None and (
+        before is None or best.kernel_ms < before * (1.0 - limits.min_gain_pct / 100.0)
+    )
     moved = 0
     if len(islands) > 1 and round_ % settings.migrate_every == 0:
         islands, moved = migrate(islands)
