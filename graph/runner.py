@@ -166,8 +166,13 @@ def _open_run(run_id: str, db: Path | None) -> tuple[RunStore, dict, RunConfig]:
     return store, row, RunConfig.model_validate(row["config"])
 
 
+# A run ends by its own limits (iterations, rounds, budgets), never by LangGraph's step count,
+# whose default differs between LangGraph versions.
+RECURSION_LIMIT = 1_000_000
+
+
 def _thread(run_id: str) -> dict:
-    return {"configurable": {"thread_id": run_id}}
+    return {"configurable": {"thread_id": run_id}, "recursion_limit": RECURSION_LIMIT}
 
 
 def drive(
