@@ -4,7 +4,8 @@ A parallel search evaluates several candidates on threads. Ctrl-C (or SIGTERM) r
 thread only, and LangGraph waits for the running branches before it raises there, so the
 evaluations under way would run to their end first. Inside `stop_workers_on_signal()`, the
 signal first kills every live worker and marks the process as stopping. A worker's wait then
-raises KeyboardInterrupt in its own thread, so no verdict is formed from a killed worker.
+raises KeyboardInterrupt in its own thread, so no verdict is formed from a killed worker. The
+mark stays until the next run starts: a lane's thread may outlive the stream.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ def stop_workers_on_signal() -> Iterator[None]:
         yield
         return
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    STOPPING.clear()
 
     def handler(signum: int, frame: Any) -> None:
         stop_all()
@@ -67,6 +69,7 @@ def stop_workers_on_signal() -> Iterator[None]:
     try:
         yield
     finally:
+        # STOPPING stays set after a signal: the stream can end before every lane's thread
+        # has, and a lane must not start a worker (or form a verdict) after the run stopped
         for signum, before in previous.items():
             signal.signal(signum, before)
-        STOPPING.clear()
