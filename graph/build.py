@@ -46,14 +46,18 @@ EDGES = {
 }
 
 
-def build_graph() -> StateGraph:
-    graph = StateGraph(GraphState, context_schema=RunContext)
-    for name, node in NODES.items():
+def wired(graph: StateGraph, nodes: dict, edges: dict, first: str) -> StateGraph:
+    """`graph` with `nodes`, an edge from START to `first`, and each node's routed edges."""
+    for name, node in nodes.items():
         graph.add_node(name, node)
-    graph.add_edge(START, "planner")
-    for name, (route, destinations) in EDGES.items():
+    graph.add_edge(START, first)
+    for name, (route, destinations) in edges.items():
         graph.add_conditional_edges(name, route, destinations)
     return graph
+
+
+def build_graph() -> StateGraph:
+    return wired(StateGraph(GraphState, context_schema=RunContext), NODES, EDGES, "planner")
 
 
 def compile_graph(checkpointer=None):

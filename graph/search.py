@@ -16,6 +16,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from kernelgraph.graph import routes
+from kernelgraph.graph.build import wired
 from kernelgraph.graph.search_round import gather
 from kernelgraph.nodes.coder import coder, lane_tag
 from kernelgraph.nodes.compiler import compiler
@@ -38,13 +39,7 @@ LANE_NODES = {"coder": coder, "compiler": compiler, "verifier": verifier, "profi
 
 
 def build_lane() -> StateGraph:
-    graph = StateGraph(GraphState, context_schema=RunContext)
-    for name, node in LANE_NODES.items():
-        graph.add_node(name, node)
-    graph.add_edge(START, "coder")
-    for name, (route, destinations) in LANE_EDGES.items():
-        graph.add_conditional_edges(name, route, destinations)
-    return graph
+    return wired(StateGraph(GraphState, context_schema=RunContext), LANE_NODES, LANE_EDGES, "coder")
 
 
 LANE = build_lane().compile()  # no checkpointer of its own: it checkpoints in its parent's

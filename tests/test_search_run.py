@@ -46,6 +46,20 @@ def lane_script(folder: Path, lanes: dict[int, list], shared: list | None = None
     return path
 
 
+def start_search(agent: Agent, script: Path, *extra: str) -> subprocess.Popen:
+    """`kernelgraph run --width 2` in the background, its progress readable line by line."""
+    args = ["run", str(TASK), "--dsl", "cpp", "--device", "cpu", "--seeds", "1", "--json"]
+    args += ["--model", f"script:{script}", "--width", "2", "--sol-target-pct", "1e9", *extra]
+    return subprocess.Popen(
+        [sys.executable, "-m", "kernelgraph.graph.cli", *args],
+        cwd=agent.folder,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **agent.env},
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
 def labels(agent: Agent, run_id: str) -> list[str]:
     rows = agent.query("SELECT label FROM candidates WHERE run_id = ? ORDER BY label", run_id)
     return [row[0] for row in rows]
@@ -155,22 +169,12 @@ def test_a_budget_reached_mid_round_lets_written_kernels_finish(agent, tmp_path)
 @pytest.mark.slow
 def test_sigkill_mid_round_then_resume_evaluates_no_finished_lane_again(agent, tmp_path) -> None:
     script = lane_script(tmp_path, {0: [ADD], 1: [WRONG, BROKEN, OMP]})
-    args = ["run", str(TASK), "--dsl", "cpp", "--device", "cpu", "--seeds", "1", "--json"]
-    args += ["--model", f"script:{script}", "--width", "2", "--max-iterations", "4"]
-    args += ["--sol-target-pct", "1e9"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kernelgraph.graph.cli", *args],
-        cwd=agent.folder,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **agent.env},
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-    )
+    proc = start_search(agent, script, "--max-iterations", "4")
     for line in proc.stderr:  # lane 0 profiled its kernel; lane 1 is still at work
         if "[r1 i0 l0]" in line and "vs eager" in line:
             proc.send_signal(signal.SIGKILL)
             break
-    proc.wait(timeout=120)
+    proc.communicate(timeout=120)
     assert proc.returncode == -signal.SIGKILL
     assert wait_until_gone(agent.folder / "work") == []
     run_id = agent.query("SELECT id FROM runs")[0][0]
@@ -227,16 +231,7 @@ def test_search_settings_that_cannot_work_are_refused(agent, tmp_path, options, 
 @pytest.mark.slow
 def test_ctrl_c_mid_round_leaves_no_false_verdict_and_resume_finishes(agent, tmp_path) -> None:
     script = lane_script(tmp_path, {0: [ADD], 1: [OMP]})
-    args = ["run", str(TASK), "--dsl", "cpp", "--device", "cpu", "--seeds", "1", "--json"]
-    args += ["--model", f"script:{script}", "--width", "2", "--max-iterations", "2"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kernelgraph.graph.cli", *args],
-        cwd=agent.folder,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **agent.env},
-        stderr=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_search(agent, script, "--max-iterations", "2")
     for line in proc.stderr:
         if "verifying" in line:  # a lane's harness workers are running
             proc.send_signal(signal.SIGINT)
