@@ -94,7 +94,10 @@ def test_tensors_made_in_forward_are_made_in_the_kernel_file_and_verify(tmp_path
     task = task_file(tmp_path, forward, inputs)
     kernel = generate(task, dsl, tmp_path)
     forward_source = kernel.read_text().split("class ModelNew")[1]
-    assert call in forward_source
+    if name == "causal_attention" and dsl == "triton":
+        assert call not in forward_source  # one flash kernel: the causal mask is index arithmetic
+    else:
+        assert call in forward_source
     verdict = verify(task, kernel, dsl, tmp_path)
     assert verdict.passed, verdict.message
 

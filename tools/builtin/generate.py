@@ -45,7 +45,9 @@ class Generator:
             known = ", ".join(sorted(BACKENDS))
             raise Unsupported(f"the {dsl} DSL", f"the builtin writes {known}")
         self.backend = BACKENDS[dsl](device, precision)
-        self.program: Program = build_program(analysis, policy, PRECISIONS[precision].dtype)
+        self.program: Program = build_program(
+            analysis, policy, PRECISIONS[precision].dtype, self.backend.kernel_kinds
+        )
         for kernel in self.program.kernels:
             if not isinstance(kernel, self.backend.kernel_kinds):
                 raise Unsupported(f"a {kernel.kind} kernel in {dsl}",

@@ -14,6 +14,9 @@ A convolution whose K loop runs over input-channel blocks (ConvKernel.channel_lo
 input channels-last ([n, *positions, c]) and its weights as [group, *k, cout_g, cin_g]: both
 operands' K elements (the input channels) contiguous. Each input element is reused cout_g x
 kernel positions times and each weight element by every output position.
+
+Attention's second product (weights @ v) has the keys as its K: v is copied keys-contiguous
+when ATTENTION_V_COPY is on (q and k^T are K-major as SDPA's inputs come).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from kernelgraph.tools.builtin.attention import AttentionKernel, Operand3
 from kernelgraph.tools.builtin.conv import ConvKernel
 from kernelgraph.tools.builtin.expr import loads
 from kernelgraph.tools.builtin.kernels import GemmKernel, Operand
@@ -30,6 +34,7 @@ MIN_REUSE = 1024
 # uses of each input element (cout_g x kernel positions) that pay for the copies: with 128
 # (level1/87_conv_pointwise_2D, a 4 GiB input) they made the convolution 1.9x slower
 MIN_CONV_REUSE = 256
+ATTENTION_V_COPY = True
 
 
 def k_major_operands(program: Program) -> Program:
@@ -40,6 +45,8 @@ def k_major_operands(program: Program) -> Program:
             step = _relaid(step, kernel, steps)
         elif isinstance(kernel, ConvKernel) and kernel.channel_loop:
             step = _relaid_conv(step, kernel, steps)
+        elif isinstance(kernel, AttentionKernel) and ATTENTION_V_COPY and kernel.v.strides[1] != 1:
+            step = _relaid_attention(step, kernel, steps)
         steps.append(step)
     return replace(program, steps=steps)
 
@@ -100,3 +107,15 @@ def _relaid_conv(step: Step, kernel: ConvKernel, steps: list[Step]) -> Step:
     relaid = replace(kernel, x_strides=x_strides, w_group=pair * kernel.kernel_numel,
                      w_co=kernel.cin_g, w_ci=1, w_k=w_k)  # fmt: skip
     return replace(step, kernel=relaid, inputs=inputs)
+
+
+def _relaid_attention(step: Step, kernel: AttentionKernel, steps: list[Step]) -> Step:
+    inputs = list(step.inputs)
+    slot = kernel.inputs.index(kernel.v.arg)
+    copy = f"{kernel.name}_v_k_major"
+    steps.append(Step("layout", [copy],
+                      args=f"{inputs[slot]}.transpose(-1, -2).contiguous().transpose(-1, -2)"))  # fmt: skip
+    inputs[slot] = copy
+    batch = kernel.keys * kernel.dv if kernel.v.strides[0] else 0
+    v = Operand3(kernel.v.arg, (batch, 1, kernel.keys))
+    return replace(step, kernel=replace(kernel, v=v), inputs=inputs)

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kernelgraph.state.sketch import Plan, Sketch, Stage, Tunable
+from kernelgraph.tools.builtin.attention import AttentionKernel
 from kernelgraph.tools.builtin.errors import Unsupported
 from kernelgraph.tools.builtin.generate import Generator
 from kernelgraph.tools.builtin.kernels import FusedKernel, GemmKernel
@@ -60,7 +61,8 @@ class BuiltinModel:
         analysis = context.get("analysis") or {}
         kernels = [k.describe() for k in gen.program.kernels]
         risks = []
-        if any(isinstance(k, GemmKernel) for k in gen.program.kernels) and context["precision"] in (
+        products = (GemmKernel, AttentionKernel)
+        if any(isinstance(k, products) for k in gen.program.kernels) and context["precision"] in (
             "fp32",
             "ieee",
         ):

@@ -13,6 +13,7 @@ from typing import Any
 
 from kernelgraph.tools.analysis.ops import ALLOC, NO_COMPUTE, POINTWISE, VIEW
 from kernelgraph.tools.builtin import indexed, losses  # noqa: F401  (they register their lowerings)
+from kernelgraph.tools.builtin.attention import fuse_attention
 from kernelgraph.tools.builtin.conv import CONVOLUTIONS
 from kernelgraph.tools.builtin.errors import FusionError, Unsupported
 from kernelgraph.tools.builtin.factories import factory_call
@@ -87,8 +88,11 @@ def writable(op: dict[str, Any], policy: str = "strict") -> bool:
 
 
 class ProgramBuilder:
-    def __init__(self, analysis: dict[str, Any], policy: str, precision_dtype: str | None):
+    def __init__(
+        self, analysis: dict[str, Any], policy: str, precision_dtype: str | None, kinds: tuple = ()
+    ):
         self.analysis, self.policy, self.precision = analysis, policy, precision_dtype
+        self.kinds = kinds  # the backend's kernel kinds: composite kernels are made only for it
         self.updates = prepare_ops(analysis.get("ops") or [], analysis.get("outputs") or [])
         self.ops: list[dict[str, Any]] = self.updates.ops
         self.values: dict[tuple[str, int], Value] = {}
@@ -204,6 +208,20 @@ class ProgramBuilder:
     def _base(self, value: Value) -> str:
         return self.bases.get(value.var, value.var)
 
+    def reviewed(self, value: Value, views: list[tuple[int, int]], var: str) -> Value:
+        """`value` seen through the traced views (op index, slot), as one view step named
+        `var`: for a kernel that reads a tensor through views of an op it fuses away."""
+        if not views:
+            return value
+        meta = value.meta
+        for index, slot in views:
+            meta = replay(self.ops[index], lambda ref, m=meta: m)[slot]
+        base = self._base(value)
+        args = f"{list(meta.shape)}, {list(meta.stride())}, {meta.storage_offset()}"
+        self.steps.append(Step("view", [var], f"{base}.as_strided", args))
+        self.bases[var] = base
+        return Value(var, list(meta.shape), list(meta.stride()), value.dtype, meta)
+
     # ------------------------------------------------------------ groups
 
     def context(self) -> GroupContext:
@@ -213,6 +231,10 @@ class ProgramBuilder:
     def add_stage(self, stage: dict[str, Any]) -> None:
         members = [i for i in stage["ops"] if self.ops[i].get("kind") not in NO_COMPUTE]
         members = [i for i in members if not self.ops[i].get("state") and not self._dead(i)]
+        if stage.get("composite") == "scaled_dot_product_attention" and fuse_attention(
+            self, members
+        ):
+            return
         pending: list[int] = []
         for i in members:
             for first in self.ops[i].get("before") or []:  # batch norm's statistics
@@ -385,11 +407,14 @@ def _tensor_refs(op: dict[str, Any]) -> list[dict]:
 
 
 def build_program(
-    analysis: dict[str, Any], policy: str = "strict", precision_dtype: str | None = None
+    analysis: dict[str, Any],
+    policy: str = "strict",
+    precision_dtype: str | None = None,
+    kinds: tuple = (),
 ) -> Program:
     if analysis.get("trace") != "aten" or not analysis.get("ops"):
         why = analysis.get("trace_error") or "the forward ran no ATen ops"
         raise Unsupported("this task", why)
     if analysis.get("ops_total", 0) > len(analysis["ops"]):
         raise Unsupported("this task", "its forward runs more ATen ops than the trace keeps")
-    return ProgramBuilder(analysis, policy, precision_dtype).build()
+    return ProgramBuilder(analysis, policy, precision_dtype, kinds).build()

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelgraph.tools.builtin import triton_conv, triton_emit, triton_pool, triton_scan
+from kernelgraph.tools.builtin import (
+    triton_attention,
+    triton_conv,
+    triton_emit,
+    triton_pool,
+    triton_scan,
+)
+from kernelgraph.tools.builtin.attention import AttentionKernel
 from kernelgraph.tools.builtin.conv import ConvKernel
 from kernelgraph.tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction
 from kernelgraph.tools.builtin.pooling import PoolKernel
@@ -46,7 +53,8 @@ def _warps(elements: int) -> int:
 class TritonBackend:
     dsl = "triton"
     prelude = triton_emit.PRELUDE
-    kernel_kinds = (FusedKernel, GemmKernel, PartialReduction, PoolKernel, ScanKernel, ConvKernel)
+    kernel_kinds = (FusedKernel, GemmKernel, PartialReduction, PoolKernel, ScanKernel, ConvKernel,
+                    AttentionKernel)  # fmt: skip
 
     def __init__(self, device: str, precision: str) -> None:
         self.gpu = device.startswith("cuda")
@@ -80,7 +88,12 @@ class TritonBackend:
             return ()
         return CONV_DOTS[self.precision] if self.gpu else GEMM_DOTS  # cuDNN's flags: GPU only
 
+    def _gemm_dots(self) -> tuple[str, ...]:
+        return GEMM_DOTS if self.fp32 else ()
+
     def default(self, kernel) -> dict[str, Any]:
+        if isinstance(kernel, AttentionKernel):
+            return triton_attention.default(kernel, self.gpu, self._gemm_dots())
         if isinstance(kernel, ConvKernel):
             return triton_conv.default(kernel, self.gpu, self._conv_dots()[:1])
         if isinstance(kernel, ScanKernel):
@@ -126,6 +139,8 @@ class TritonBackend:
 
     def tunables(self, kernel: FusedKernel | GemmKernel) -> dict[str, list[Any]]:
         """Values the refine edge may try, per parameter (empty under the interpreter)."""
+        if isinstance(kernel, AttentionKernel):
+            return triton_attention.tunables(kernel, self.gpu, self._gemm_dots())
         if isinstance(kernel, ConvKernel):
             return triton_conv.tunables(kernel, self.gpu, self._conv_dots())
         if isinstance(kernel, ScanKernel):
@@ -157,6 +172,8 @@ class TritonBackend:
     # ------------------------------------------------------------ source
 
     def kernel_source(self, kernel, config: dict[str, Any]) -> str:
+        if isinstance(kernel, AttentionKernel):
+            return triton_attention.attention_source(kernel, self.gpu, self._dot())
         if isinstance(kernel, ConvKernel):
             return triton_conv.conv_source(kernel, self.gpu, self._dot())
         if isinstance(kernel, ScanKernel):
@@ -177,6 +194,8 @@ class TritonBackend:
         return []
 
     def launch(self, kernel, args: list[str], config: dict[str, Any]) -> list[str]:
+        if isinstance(kernel, AttentionKernel):
+            return triton_attention.launch(kernel, args, config)
         if isinstance(kernel, ConvKernel):
             return triton_conv.launch(kernel, args, config)
         if isinstance(kernel, ScanKernel):
