@@ -72,7 +72,7 @@ class AttentionKernel:
         return f"{self.name}: query blocks, batch x heads"
 
     def grid(self) -> str:
-        return "(cdiv(L, BLOCK_M), batch x heads)"
+        return "(cdiv(L, BLOCK_M) x batch x heads,)"
 
     def pseudo(self) -> str:
         return (

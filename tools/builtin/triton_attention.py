@@ -80,13 +80,18 @@ def _header(name: str, args: list[str], constexprs: list[str]) -> str:
 
 
 def _start(kernel: AttentionKernel, split_dv: bool = False) -> list[str]:
-    bh = "tl.program_id(1).to(tl.int64)" if _wide(kernel) else "tl.program_id(1)"
-    lines = ["pid = tl.program_id(0)", f"bh = {bh}"]
-    if split_dv:  # neighbouring programs share their query rows (their scores stay in L2)
-        lines += [f"num_dv = tl.cdiv({kernel.dv}, BLOCK_DV)", "pid_m = pid // num_dv",
+    """Program ids on grid axis 0 only (axis 1 stops at 65535: batch x heads can pass it),
+    batch-major, so that neighbouring programs share k and v (and their scores) in L2."""
+    blocks = f"tl.cdiv({kernel.queries}, BLOCK_M)"
+    if split_dv:
+        blocks += f" * tl.cdiv({kernel.dv}, BLOCK_DV)"
+    lines = ["pid = tl.program_id(0)", f"blocks = {blocks}"]
+    lines.append("bh = (pid // blocks).to(tl.int64)" if _wide(kernel) else "bh = pid // blocks")
+    if split_dv:
+        lines += [f"num_dv = tl.cdiv({kernel.dv}, BLOCK_DV)", "pid_m = (pid % blocks) // num_dv",
                   "pid_v = pid % num_dv"]  # fmt: skip
     else:
-        lines.append("pid_m = pid")
+        lines.append("pid_m = pid % blocks")
     return [
         *lines,
         "rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
@@ -274,7 +279,8 @@ def launch(kernel: AttentionKernel, args: list[str], config: dict[str, Any]) -> 
     common = {k: config[k] for k in ("BLOCK_M", "BLOCK_N", "DOT", "num_warps", "num_stages")
               if k in config}  # fmt: skip
     if not kernel.two_pass:
-        return [f"{kernel.name}[({rows}, {kernel.batch})]({', '.join(args)}, {_options(common)})"]
+        grid = f"({rows} * {kernel.batch},)"
+        return [f"{kernel.name}[{grid}]({', '.join(args)}, {_options(common)})"]
     q, kt, v, out = args[0], args[1], args[2], args[-1]
     mask = [args[3]] if kernel.mask else []
     scores, lse = f"{kernel.name}_scores_buf", f"{kernel.name}_lse"
@@ -286,8 +292,8 @@ def launch(kernel: AttentionKernel, args: list[str], config: dict[str, Any]) -> 
         "dtype=torch.float32)",
         f"{lse} = torch.empty(({kernel.batch}, {kernel.queries}), device={out}.device, "
         "dtype=torch.float32)",
-        f"{kernel.name}_scores[({rows}, {kernel.batch})]({', '.join([q, kt, *mask, scores, lse])}, "
+        f"{kernel.name}_scores[({rows} * {kernel.batch},)]({', '.join([q, kt, *mask, scores, lse])}, "
         f"{first})",
-        f"{kernel.name}_values[({rows} * {dv_blocks}, {kernel.batch})]({scores}, {lse}, {v}, "
+        f"{kernel.name}_values[({rows} * {dv_blocks} * {kernel.batch},)]({scores}, {lse}, {v}, "
         f"{out}, {second})",
     ]
