@@ -131,3 +131,83 @@ def test_a_backend_without_attention_kernels_keeps_the_op_by_op_kernels(tmp_path
     assert {"gemm", "softmax"} <= {k.kind for k in kernels}
     verdict = verify(task, write(generator, tmp_path), tmp_path, dsl="cpp")
     assert verdict.passed, verdict.message
+
+
+MIN_GPT = """
+    import math
+
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    class Model(nn.Module):
+        def __init__(self, n_embd=32, n_head=4, max_seqlen=48):
+            super().__init__()
+            self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+            self.c_proj = nn.Linear(n_embd, n_embd)
+            self.register_buffer("bias", torch.tril(torch.ones(max_seqlen, max_seqlen))
+                                 .view(1, 1, max_seqlen, max_seqlen))
+            self.n_head, self.n_embd = n_head, n_embd
+
+        def forward(self, x):
+            B, T, C = x.size()
+            q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+            k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+            att = F.softmax(att, dim=-1)
+            y = att @ v
+            y = y.transpose(1, 2).contiguous().view(B, T, C)
+            return self.c_proj(y)
+
+
+    def get_inputs():
+        return [torch.rand(2, 40, 32)]
+
+
+    def get_init_inputs():
+        return []
+"""
+# name -> (forward, inputs, constructor body, whether it is one attention kernel)
+MANUAL = {
+    "divided_additive_mask": (
+        "torch.softmax(x @ y.transpose(-2, -1) / 4.0 + self.m, dim=-1) @ y", SHORT,
+        "self.register_buffer('m', torch.randn(20, 36))", True),
+    "finite_fill_with_a_row_of_no_keys": (
+        "torch.softmax((x @ y.transpose(-2, -1)).masked_fill(self.m == 0, -1e9) * 0.5, dim=-1) @ y",
+        SHORT, FULLY_MASKED_ROW, True),
+    "weights_returned_too": (
+        "(lambda a: (a @ y, a))(torch.softmax(x @ y.transpose(-2, -1), dim=-1))", SHORT, "",
+        False),
+    "scaled_after_an_additive_mask": (
+        "torch.softmax((x @ y.transpose(-2, -1) + self.m) * 0.5, dim=-1) @ y", SHORT,
+        "self.register_buffer('m', torch.randn(20, 36))", False),
+}  # fmt: skip
+
+
+def test_hand_written_causal_attention_across_stages_is_one_kernel(tmp_path):
+    """minGPT's attention (KernelBench level 3): q, k, v split from one projection, copied
+    contiguous by matmul, a causal buffer through masked_fill. The copies are read through
+    strides; the kernel sits between the two projections' GEMMs."""
+    task = tmp_path / "task.py"
+    task.write_text(textwrap.dedent(MIN_GPT))
+    for device in ("cpu", "cuda"):
+        generator = builtin_generator(task, "triton", tmp_path, device=device)
+        kernels = generator.program.kernels
+        assert sum(isinstance(k, AttentionKernel) for k in kernels) == 1, generator.summary()
+        verdict = verify(task, write(generator, tmp_path), tmp_path)
+        assert verdict.passed, verdict.message
+
+
+@pytest.mark.parametrize("name", list(MANUAL))
+def test_hand_written_attention_is_fused_only_when_it_is_exactly_one(tmp_path, name):
+    forward, inputs, params, fused = MANUAL[name]
+    task = task_file(tmp_path, forward, inputs, params=params)
+    generator = builtin_generator(task, "triton", tmp_path)
+    kernels = generator.program.kernels
+    assert any(isinstance(k, AttentionKernel) for k in kernels) == fused, generator.summary()
+    verdict = verify(task, write(generator, tmp_path), tmp_path)
+    assert verdict.passed, verdict.message

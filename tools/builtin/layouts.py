@@ -45,7 +45,7 @@ def k_major_operands(program: Program) -> Program:
             step = _relaid(step, kernel, steps)
         elif isinstance(kernel, ConvKernel) and kernel.channel_loop:
             step = _relaid_conv(step, kernel, steps)
-        elif isinstance(kernel, AttentionKernel) and ATTENTION_V_COPY and kernel.v.strides[1] != 1:
+        elif isinstance(kernel, AttentionKernel) and ATTENTION_V_COPY and kernel.v.row != 1:
             step = _relaid_attention(step, kernel, steps)
         steps.append(step)
     return replace(program, steps=steps)
@@ -116,6 +116,10 @@ def _relaid_attention(step: Step, kernel: AttentionKernel, steps: list[Step]) ->
     steps.append(Step("layout", [copy],
                       args=f"{inputs[slot]}.transpose(-1, -2).contiguous().transpose(-1, -2)"))  # fmt: skip
     inputs[slot] = copy
-    batch = kernel.keys * kernel.dv if kernel.v.strides[0] else 0
-    v = Operand3(kernel.v.arg, (batch, 1, kernel.keys))
+    # the copy is contiguous over [.., dv, keys] (broadcast batch dims become real ones)
+    batch, inner = [], kernel.keys * kernel.dv
+    for size, _ in reversed(kernel.v.batch):
+        batch.insert(0, (size, inner))
+        inner *= size
+    v = Operand3(kernel.v.arg, batch, 1, kernel.keys)
     return replace(step, kernel=replace(kernel, v=v), inputs=inputs)

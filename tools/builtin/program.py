@@ -13,7 +13,12 @@ from typing import Any
 
 from kernelgraph.tools.analysis.ops import ALLOC, NO_COMPUTE, POINTWISE, VIEW
 from kernelgraph.tools.builtin import indexed, losses  # noqa: F401  (they register their lowerings)
-from kernelgraph.tools.builtin.attention import fuse_attention
+from kernelgraph.tools.builtin.attention import (
+    AttentionKernel,
+    fuse_attention,
+    fuse_manual_attention,
+)
+from kernelgraph.tools.builtin.attention_match import manual_chains
 from kernelgraph.tools.builtin.conv import CONVOLUTIONS
 from kernelgraph.tools.builtin.errors import FusionError, Unsupported
 from kernelgraph.tools.builtin.factories import factory_call
@@ -93,6 +98,7 @@ class ProgramBuilder:
     ):
         self.analysis, self.policy, self.precision = analysis, policy, precision_dtype
         self.kinds = kinds  # the backend's kernel kinds: composite kernels are made only for it
+        self.fused: set[int] = set()  # ops already inside a kernel built out of stage order
         self.updates = prepare_ops(analysis.get("ops") or [], analysis.get("outputs") or [])
         self.ops: list[dict[str, Any]] = self.updates.ops
         self.values: dict[tuple[str, int], Value] = {}
@@ -103,6 +109,7 @@ class ProgramBuilder:
         self.last_group: tuple[list[int], str, Step] | None = None  # the latest kernel
         self.readers = self._readers()
         self._leaves()
+        self.attention_chains = manual_chains(self) if AttentionKernel in kinds else []
 
     # ------------------------------------------------------------ data flow
 
@@ -231,10 +238,11 @@ class ProgramBuilder:
     def add_stage(self, stage: dict[str, Any]) -> None:
         members = [i for i in stage["ops"] if self.ops[i].get("kind") not in NO_COMPUTE]
         members = [i for i in members if not self.ops[i].get("state") and not self._dead(i)]
-        if stage.get("composite") == "scaled_dot_product_attention" and fuse_attention(
-            self, members
-        ):
-            return
+        members = [i for i in members if i not in self.fused]
+        if stage.get("composite") == "scaled_dot_product_attention":
+            self.fused |= fuse_attention(self, members)
+            members = [i for i in members if i not in self.fused]
+        members = fuse_manual_attention(self, stage, members)
         pending: list[int] = []
         for i in members:
             for first in self.ops[i].get("before") or []:  # batch norm's statistics

@@ -12,9 +12,10 @@ _safe_softmax does.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from kernelgraph.tools.builtin.attention import AttentionKernel
+from kernelgraph.tools.builtin.attention import AttentionKernel, Operand3
 from kernelgraph.tools.builtin.triton_emit import INT32_LIMIT, _indent
 
 NEG_INF = '-float("inf")'
@@ -125,13 +126,20 @@ def _logits(kernel: AttentionKernel, causal: bool) -> list[str]:
     masked; `valid` says which entries are keys of the row."""
     lines = [f"s = s * {kernel.scale * LOG2E!r}", _valid(kernel, causal)]
     if kernel.mask:
-        offset = _batch_offset(kernel.mask_batch)
-        row, col = kernel.mask_strides
-        lines.append(
-            f"s += tl.load(mask + {offset} + rm[:, None] * {row} + rn[None, :] * {col}, "
-            f"mask=row_ok[:, None] & valid, other=0.0).to(tl.float32) * {LOG2E!r}"
-        )
+        tile = (f"tl.load({_pointer(kernel.mask, 'rm[:, None]', 'rn[None, :]')}, "
+                "mask=row_ok[:, None] & valid, other=0)")  # fmt: skip
+        if kernel.mask_fill is None:  # added to the logits
+            lines.append(f"s += {tile}.to(tl.float32) * {LOG2E!r}")
+        else:  # masked_fill: where the mask is set, the logit is the fill value
+            fill = NEG_INF if kernel.mask_fill == -math.inf else repr(kernel.mask_fill * LOG2E)
+            lines.append(f"s = tl.where({tile} != 0, {fill}, s)")
     return [*lines, f"s = tl.where(valid, s, {NEG_INF})"]
+
+
+def _pointer(operand: Operand3, rows: str, cols: str) -> str:
+    """The addresses of program bh's [rows, cols] elements of `operand`."""
+    return (f"{operand.arg} + {_batch_offset(operand.batch)} + {rows} * {operand.row} + "
+            f"{cols} * {operand.col}")  # fmt: skip
 
 
 def _batch_offset(dims: list[tuple[int, int]]) -> str:
@@ -165,13 +173,12 @@ def _row_state() -> list[str]:
 
 
 def _flash(kernel: AttentionKernel, precision: str, extra: list[str]) -> str:
-    q, kt, v = kernel.q.strides, kernel.kt.strides, kernel.v.strides
     head, head_v = _pow2(kernel.d), _pow2(kernel.dv)
     body = [
         *_start(kernel),
         f"rd = tl.arange(0, {head})",
         f"rv = tl.arange(0, {head_v})",
-        f"q_tile = tl.load(q + bh * {q[0]} + rm[:, None] * {q[1]} + rd[None, :] * {q[2]}, "
+        f"q_tile = tl.load({_pointer(kernel.q, 'rm[:, None]', 'rd[None, :]')}, "
         f"mask=row_ok[:, None] & (rd[None, :] < {kernel.d}), other=0.0)",
         *_row_state(),
         f"acc = tl.zeros((BLOCK_M, {head_v}), tl.float32)",
@@ -180,17 +187,20 @@ def _flash(kernel: AttentionKernel, precision: str, extra: list[str]) -> str:
             lambda causal: [
                 "rn = start + tl.arange(0, BLOCK_N)",
                 f"key_ok = rn < {kernel.keys}",
-                f"kt_tile = tl.load(kt + bh * {kt[0]} + rd[:, None] * {kt[1]} + rn[None, :] * {kt[2]}, "
+                f"kt_tile = tl.load({_pointer(kernel.kt, 'rd[:, None]', 'rn[None, :]')}, "
                 f"mask=(rd[:, None] < {kernel.d}) & key_ok[None, :], other=0.0)",
                 f"s = tl.dot(q_tile, kt_tile{precision})",
                 *_logits(kernel, causal),
                 *_online(with_acc=True),
-                f"v_tile = tl.load(v + bh * {v[0]} + rn[:, None] * {v[1]} + rv[None, :] * {v[2]}, "
+                f"v_tile = tl.load({_pointer(kernel.v, 'rn[:, None]', 'rv[None, :]')}, "
                 f"mask=key_ok[:, None] & (rv[None, :] < {kernel.dv}), other=0.0)",
                 f"acc = tl.dot(p.to(v_tile.dtype), v_tile, acc{precision})",
             ],
         ),  # fmt: skip
-        "acc = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]",
+        # no key in the row: 0 as _safe_softmax gives, or softmax's NaN (0 / 0)
+        "acc = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]"
+        if kernel.safe
+        else "acc = acc / l_i[:, None]",
         f"tl.store(out + bh * {kernel.queries * kernel.dv} + rm[:, None] * {kernel.dv} + rv[None, :], "
         f"acc, mask=row_ok[:, None] & (rv[None, :] < {kernel.dv}))",
     ]
@@ -199,7 +209,6 @@ def _flash(kernel: AttentionKernel, precision: str, extra: list[str]) -> str:
 
 
 def _scores(kernel: AttentionKernel, precision: str, extra: list[str]) -> str:
-    q, kt = kernel.q.strides, kernel.kt.strides
     body = [
         *_start(kernel),
         *_row_state(),
@@ -213,10 +222,10 @@ def _scores(kernel: AttentionKernel, precision: str, extra: list[str]) -> str:
                     [
                         "rk = d0 + tl.arange(0, BLOCK_K)",
                         f"k_ok = rk < {kernel.d}",
-                        f"q_tile = tl.load(q + bh * {q[0]} + rm[:, None] * {q[1]} + rk[None, :] * {q[2]}, "
+                        f"q_tile = tl.load({_pointer(kernel.q, 'rm[:, None]', 'rk[None, :]')}, "
                         "mask=row_ok[:, None] & k_ok[None, :], other=0.0)",
-                        f"kt_tile = tl.load(kt + bh * {kt[0]} + rk[:, None] * {kt[1]} + rn[None, :] * "
-                        f"{kt[2]}, mask=k_ok[:, None] & (rn[None, :] < {kernel.keys}), other=0.0)",
+                        f"kt_tile = tl.load({_pointer(kernel.kt, 'rk[:, None]', 'rn[None, :]')}, "
+                        f"mask=k_ok[:, None] & (rn[None, :] < {kernel.keys}), other=0.0)",
                         f"s = tl.dot(q_tile, kt_tile, s{precision})",
                     ]
                 ),
@@ -235,12 +244,15 @@ def _scores(kernel: AttentionKernel, precision: str, extra: list[str]) -> str:
 
 
 def _values(kernel: AttentionKernel, precision: str, extra: list[str]) -> str:
-    v = kernel.v.strides
     body = [
         *_start(kernel, split_dv=True),
         "rv = pid_v * BLOCK_DV + tl.arange(0, BLOCK_DV)",
         f"lse = tl.load(lse_rows + bh * {kernel.queries} + rm, mask=row_ok, other=0.0)",
-        f"lse = tl.where(lse == {NEG_INF}, 0.0, lse)  # every key masked: weights 0",
+        *(
+            [f"lse = tl.where(lse == {NEG_INF}, 0.0, lse)  # every key masked: weights 0"]
+            if kernel.safe
+            else []
+        ),  # else exp2(-inf + inf): softmax's NaN
         "acc = tl.zeros((BLOCK_M, BLOCK_DV), tl.float32)",
         *_key_loops(
             kernel,
@@ -250,7 +262,7 @@ def _values(kernel: AttentionKernel, precision: str, extra: list[str]) -> str:
                 f"s = tl.load(scores + bh * {kernel.queries * kernel.keys} + rm[:, None] * {kernel.keys} + "
                 f"rn[None, :], mask=row_ok[:, None] & valid, other={NEG_INF})",
                 "p = tl.exp2(s - lse[:, None])",
-                f"v_tile = tl.load(v + bh * {v[0]} + rn[:, None] * {v[1]} + rv[None, :] * {v[2]}, "
+                f"v_tile = tl.load({_pointer(kernel.v, 'rn[:, None]', 'rv[None, :]')}, "
                 f"mask=(rn[:, None] < {kernel.keys}) & (rv[None, :] < {kernel.dv}), other=0.0)",
                 f"acc = tl.dot(p.to(v_tile.dtype), v_tile, acc{precision})",
             ],
