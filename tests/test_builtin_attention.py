@@ -182,6 +182,12 @@ MANUAL = {
     "weights_returned_too": (
         "(lambda a: (a @ y, a))(torch.softmax(x @ y.transpose(-2, -1), dim=-1))", SHORT, "",
         False),
+    # the second product is an additive mask to the first: its own GEMM, read as a tile
+    "scores_plus_another_product": (
+        "torch.softmax(x @ y.transpose(-2, -1) * 0.5 + x @ y.transpose(-2, -1) * 0.5, dim=-1) @ y",
+        SHORT, "", True),
+    "scores_added_to_themselves": (
+        "(lambda s: torch.softmax(s + s, dim=-1) @ y)(x @ y.transpose(-2, -1))", SHORT, "", False),
     "scaled_after_an_additive_mask": (
         "torch.softmax((x @ y.transpose(-2, -1) + self.m) * 0.5, dim=-1) @ y", SHORT,
         "self.register_buffer('m', torch.randn(20, 36))", False),

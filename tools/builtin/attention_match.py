@@ -139,6 +139,8 @@ def plan(builder, members: list[int]) -> tuple[Match, dict[str, Any]] | None:
         if views is None:
             return None
         roles[role] = (ref, views)
+    if roles["mask"] is not None and match.producer(roles["mask"])[0] in match.chain_ops:
+        return None  # the "mask" is the scores themselves (s + s)
     roles["out"] = _output_cast(builder, values_mm, inside)
     match.chain_ops.add(roles["out"])
     if not _read_inside(builder, match.chain_ops, roles["out"]):
@@ -174,7 +176,12 @@ def _logits(match: Match, ref: dict, scores_mm: int, inside: set[int]) -> dict |
             roles.update(mask=op["argv"][1], mask_kind="fill", fill=_number(op["argv"][2]),
                          mask_shape=op["outs"][0]["shape"])  # fmt: skip
             ref = op["argv"][0]
-        elif roles["mask"] is None and name == "add" and op["overload"] == "Tensor":
+        elif (
+            roles["mask"] is None
+            and name == "add"
+            and op["overload"] == "Tensor"
+            and not op.get("kwargv")  # no alpha
+        ):
             sides = [match.producer(a)[0] if isinstance(a, dict) else None for a in op["argv"][:2]]
             scores = 0 if _leads_to(match, sides[0], scores_mm, inside) else 1
             roles.update(mask=op["argv"][1 - scores], mask_kind="add",
