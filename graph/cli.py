@@ -186,6 +186,8 @@ def main() -> None:
         _fail(sentences(what, "Try again, on a less loaded machine if it repeats."), "harness", 3)
     except (sqlite3.DatabaseError, SQLAlchemyDatabaseError) as exc:
         first = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        if _busy(first):  # held past the busy timeout: a loaded machine, not a broken file
+            _fail(_busy_message(first), "database_busy", 3)
         message = (
             f"the run database cannot be used ({first}). If another kernelgraph process holds "
             f"it, wait and try again; if the file is corrupt, move it aside or point --db / "
@@ -243,6 +245,21 @@ def _save_traceback(exc: BaseException) -> Path | None:
         return path
     except OSError:
         return None
+
+
+def _busy(error: str) -> bool:
+    return "database is locked" in error or "database is busy" in error
+
+
+def _busy_message(error: str) -> str:
+    from kernelgraph.state.store import busy_timeout_ms
+
+    return (
+        f"the run database stayed locked for the whole {busy_timeout_ms() / 1000:g} s busy "
+        f"timeout ({error}): other kernelgraph processes were writing to it, on a busy machine. "
+        "Try again (a bench resumes such a run by itself); if it repeats, raise "
+        "KERNELGRAPH_DB_TIMEOUT_S."
+    )
 
 
 def _fail(message: str, kind: str, code: int) -> NoReturn:

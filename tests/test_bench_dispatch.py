@@ -170,6 +170,29 @@ def test_an_endpoint_outage_pauses_the_bench_and_keeps_its_run_owed(session, tmp
     assert not (tmp_path / "results.jsonl").exists()  # owed: --resume runs it
 
 
+def test_a_run_stopped_by_a_locked_database_runs_again_and_the_bench_goes_on(session, tmp_path):
+    """On a loaded box a run's database can stay locked past its busy timeout (16 runs at once
+    on an H100 x4 did): the CLI exits 3, the machine's fault, and the bench starts it again."""
+    locked = {"status": "crashed", "stop_reason": "database_busy", "exit_code": 3,
+              "message": "the run database stayed locked"}  # fmt: skip
+    worker = Replies(locked, {"status": "verified", "run_id": "r-2"}, {"status": "verified"})
+    bench = session(worker)
+    bench.run(jobs(["p0", "p1"]))
+    assert bench.refused is None and bench.paused is None
+    assert [r.status for r in bench.ran] == ["verified", "verified"]
+    assert sorted(c.problem["name"] for c in worker.calls) == ["p0", "p0", "p1"]  # p0 re-queued
+
+
+def test_a_kernelgraph_bug_is_recorded_not_run_again(session):
+    """An internal error exits 3 too, but prints no error kind: trying it again cannot help."""
+    bug = {"status": "crashed", "exit_code": 3, "message": "internal error: KeyError"}
+    worker = Replies(bug, {"status": "verified"})
+    bench = session(worker)
+    bench.run(jobs(["p0", "p1"]))
+    assert sorted(r.status for r in bench.ran) == ["crashed", "verified"]
+    assert len(worker.calls) == 2
+
+
 @pytest.mark.parametrize("status", ["crashed", "interrupted"])
 def test_a_run_that_refuses_the_options_stops_the_bench(session, tmp_path: Path, status: str):
     refused = {"status": status, "exit_code": 2, "message": "auth failed: the key was refused"}

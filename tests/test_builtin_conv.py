@@ -89,17 +89,30 @@ def test_the_cpp_backend_names_the_convolution_and_the_way_out(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("precision", "dots"), [("fp32", ["tf32rn", "tf32x3", "ieee"]), ("ieee", ["tf32x3", "ieee"])]
+    ("precision", "module", "dots"),
+    [
+        ("fp32", "nn.Conv2d(16, 8, 3)", ["tf32rn", "tf32x3", "ieee"]),
+        ("ieee", "nn.Conv2d(16, 8, 3)", ["tf32x3", "ieee"]),
+        ("fp32", "nn.Conv2d(16, 8, 3, groups=2)", ["tf32x3", "tf32rn", "ieee"]),  # 8 per group
+        (
+            "fp32",
+            "nn.Conv2d(16, 8, 3, stride=2, padding=3, groups=2)",
+            ["tf32rn", "tf32x3", "ieee"],
+        ),
+    ],
 )
-def test_a_gpu_convolution_tries_each_precision_before_any_tiling(tmp_path, precision, dots):
+def test_a_gpu_convolution_tries_each_precision_before_any_tiling(
+    tmp_path, precision, module, dots
+):
     """At fp32 the reference is cuDNN with PyTorch's flags, TF32 on, so a GPU conv starts with
     one TF32 product of operands rounded to nearest as cuDNN rounds them (KernelBench's
-    evaluator agreed with 25 of 29 such kernels, benchmarks/RESULTS.md); `ieee` starts at
+    evaluator agreed with 25 of 29 such kernels, benchmarks/RESULTS.md), except a stride-1 one
+    of at most 8 input channels per group, which cuDNN ran without TF32; `ieee` starts at
     tf32x3. Until one verifies, every other DOT comes before any tiling change; once one
     verifies, DOT stays put (the later ones are slower). GEMMs, judged against IEEE matmuls,
     start at tf32x3 either way."""
     task = task_file(tmp_path, "self.c(x) + x[:, :8, 1:-1, 1:-1] @ self.w", "torch.randn(2, 16, 9, 9)",
-                     params="self.c = nn.Conv2d(16, 8, 3); self.w = nn.Parameter(torch.randn(7, 7))")  # fmt: skip
+                     params=f"self.c = {module}; self.w = nn.Parameter(torch.randn(7, 7))")  # fmt: skip
     gen = builtin_generator(task, "triton", tmp_path, device="cuda", precision=precision)
     default, spaces = gen.default_config(), gen.tunables()
     conv = next(name for name in default if "convolution" in name)

@@ -134,9 +134,15 @@ def _drive(out: Path, manifest: BenchManifest, options: ExecutorOptions,
     return outcome
 
 
+MACHINE_FAULTS = ("harness", "database_busy")  # CLI error kinds where trying again may work
+
+
 def _machine_failed(result: SampleResult) -> bool:
-    """A run the harness's machine failed (after its own retry): worth resuming once more."""
-    return result.status == "interrupted" and result.stop_reason == "harness_error"
+    """A run the machine failed, worth resuming once more: its harness failed after its own
+    retry, or the CLI stopped on the machine's fault (a harness error, or the run database
+    locked past its busy timeout on a loaded box)."""
+    harness = result.status == "interrupted" and result.stop_reason == "harness_error"
+    return harness or (result.status == "crashed" and result.stop_reason in MACHINE_FAULTS)
 
 
 def _first_line(text: str) -> str:

@@ -113,7 +113,7 @@ def execute(job: Job, worker: str) -> SampleResult:
         sample=job.sample,
         run_id=run_id,
         status="timeout" if timed_out else summary.get("status") or "crashed",
-        stop_reason=summary.get("stop_reason"),
+        stop_reason=summary.get("stop_reason") or summary.get("kind"),  # a CLI error's kind
         exit_code=proc.returncode,
         wall_s=round(time.monotonic() - start, 2),
         worker=worker,

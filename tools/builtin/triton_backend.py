@@ -33,6 +33,7 @@ GEMM_DOTS = ("tf32x3", "ieee")
 # product with operands rounded to nearest as cuDNN rounds them ("tf32rn") reproduces that
 # reference; tf32x3 and IEEE serve the convolutions cuDNN runs without TF32, and `ieee` runs.
 CONV_DOTS = {"fp32": ("tf32rn", "tf32x3", "ieee"), "ieee": GEMM_DOTS}
+CUDNN_FP32_DOTS = ("tf32x3", "tf32rn", "ieee")  # at fp32, where cuDNN likely skips TF32
 
 
 def next_pow2(n: int) -> int:
@@ -82,11 +83,15 @@ class TritonBackend:
         """tl.dot's input precision as Python source: the DOT tuning parameter at fp32."""
         return "DOT" if self.fp32 else {"tf32": '"tf32"'}.get(self.precision)
 
-    def _conv_dots(self) -> tuple[str, ...]:
+    def _conv_dots(self, kernel: ConvKernel) -> tuple[str, ...]:
         """The DOT values a convolution tries, in order (none when DOT is not tuned)."""
         if not self.fp32:
             return ()
-        return CONV_DOTS[self.precision] if self.gpu else GEMM_DOTS  # cuDNN's flags: GPU only
+        if not self.gpu:
+            return GEMM_DOTS  # cuDNN's flags: GPU only
+        if self.precision == "fp32" and triton_conv.cudnn_skips_tf32(kernel):
+            return CUDNN_FP32_DOTS
+        return CONV_DOTS[self.precision]
 
     def _gemm_dots(self) -> tuple[str, ...]:
         return GEMM_DOTS if self.fp32 else ()
@@ -95,7 +100,7 @@ class TritonBackend:
         if isinstance(kernel, AttentionKernel):
             return triton_attention.default(kernel, self.gpu, self._gemm_dots())
         if isinstance(kernel, ConvKernel):
-            return triton_conv.default(kernel, self.gpu, self._conv_dots()[:1])
+            return triton_conv.default(kernel, self.gpu, self._conv_dots(kernel)[:1])
         if isinstance(kernel, ScanKernel):
             return triton_scan.default(kernel, self.gpu)
         if isinstance(kernel, PoolKernel):
@@ -142,7 +147,7 @@ class TritonBackend:
         if isinstance(kernel, AttentionKernel):
             return triton_attention.tunables(kernel, self.gpu, self._gemm_dots())
         if isinstance(kernel, ConvKernel):
-            return triton_conv.tunables(kernel, self.gpu, self._conv_dots())
+            return triton_conv.tunables(kernel, self.gpu, self._conv_dots(kernel))
         if isinstance(kernel, ScanKernel):
             return triton_scan.tunables(kernel, self.gpu)
         if isinstance(kernel, PoolKernel):

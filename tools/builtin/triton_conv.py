@@ -20,6 +20,7 @@ from kernelgraph.tools.builtin.triton_emit import TritonSyntax, _indent, _signat
 
 UNROLL = 16  # kernel windows up to this long are unrolled (tl.static_range)
 INTERPRETER_BLOCK = 1 << 16
+NARROW_CHANNELS = 8  # input channels per group at or below which cuDNN was seen to skip TF32
 
 
 def _pow2(n: int) -> int:
@@ -273,6 +274,16 @@ def _direct(kernel: ConvKernel) -> list[str]:
         head = f"tl.static_range({size})" if kernel.kernel_numel <= UNROLL else f"range({size})"
         inner = [f"for k{d} in {head}:", *_indent(inner)]
     return lines + inner
+
+
+def cudnn_skips_tf32(kernel: ConvKernel) -> bool:
+    """Whether cuDNN, under PyTorch's default flags, likely runs this convolution without TF32.
+
+    On the H100, every stride-1 forward convolution of KernelBench with at most 8 input channels
+    per group missed the TF32 reference with tf32rn and matched it with tf32x3 (15 problems),
+    while the strided 3-channel one (level 1's 11x11, stride 4) matched tf32rn (RESULTS.md)."""
+    narrow = kernel.cin_g <= NARROW_CHANNELS and not kernel.depthwise
+    return narrow and not kernel.transposed and all(s == 1 for s in kernel.stride)
 
 
 def default(kernel: ConvKernel, gpu: bool, dots: tuple[str, ...]) -> dict[str, Any]:
