@@ -63,6 +63,27 @@ def builtin_generator(
     return Generator(analysis, dsl, device, policy, precision, source.effective_source)
 
 
+def verify_forward(tmp_path: Path, dsl: str, forward: str, inputs: str, tweak=None) -> str:
+    """Generate the builtin's kernel for `forward` (CPU: C++, or Triton under the interpreter),
+    verify it with the real harness, return its source."""
+    from kernelgraph.tools.harness.cache import EvalCache
+    from kernelgraph.tools.harness.config import EvalConfig
+    from kernelgraph.tools.harness.evaluate import evaluate
+
+    task = task_file(tmp_path, forward, inputs)
+    generator = builtin_generator(task, dsl, tmp_path)
+    config = generator.default_config()
+    if tweak:
+        tweak(config)
+    code = generator.code(config)
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(code)
+    settings = EvalConfig(dsl=dsl, device="cpu", seeds=1, profile=False, policy="strict")
+    verdict = evaluate(task, kernel, settings, cache=EvalCache(tmp_path / "cache"), use_cache=False)
+    assert verdict.passed, verdict.message
+    return code
+
+
 def run_isolated(
     script: Path, *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 600
 ) -> subprocess.CompletedProcess:

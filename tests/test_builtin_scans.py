@@ -8,30 +8,13 @@ from pathlib import Path
 
 import pytest
 from builtin_helpers import builtin_generator, task_file
+from builtin_helpers import verify_forward as check
 
 from kernelgraph.tools.harness.cache import EvalCache
-from kernelgraph.tools.harness.config import EvalConfig
-from kernelgraph.tools.harness.evaluate import evaluate
 
 DSLS = ["cpp", "triton"]
 X3 = "torch.randn(3, 5, 7), torch.randn(3, 5, 7)"
 KERNELBENCH = Path("/work/shared/kernelbench/level1")
-
-
-def check(tmp_path: Path, dsl: str, forward: str, inputs: str, tweak=None) -> str:
-    """Generate the builtin's kernel for `forward`, verify it, return its source."""
-    task = task_file(tmp_path, forward, inputs)
-    generator = builtin_generator(task, dsl, tmp_path)
-    config = generator.default_config()
-    if tweak:
-        tweak(config)
-    code = generator.code(config)
-    kernel = tmp_path / "kernel.py"
-    kernel.write_text(code)
-    settings = EvalConfig(dsl=dsl, device="cpu", seeds=1, profile=False, policy="strict")
-    verdict = evaluate(task, kernel, settings, cache=EvalCache(tmp_path / "cache"), use_cache=False)
-    assert verdict.passed, verdict.message
-    return code
 
 
 SCANS = (

@@ -383,6 +383,8 @@ CASES = [
     (model("return x", head=HEAD + "import triton\n"), "cuda", "strict", "import"),
     (model("return x", head=HEAD + "from kernelgraph.tools.dsl.cpp import build_library\n"), "cuda", "strict", "import"),
     (model("return x", head=HEAD + "from torch.nn.functional import *\n"), "cuda", "strict", "import"),
+    # pure-Python helpers that KernelBench's level-3 models import (Swin's to_2tuple)
+    (model("return x", head=HEAD + "import collections.abc\nfrom enum import Enum\n"), "cpp", "strict", None),
     # --- re-running __init__ (where torch compute is allowed) from forward
     (model("return ModelNew.__init__(self, x)"), "cuda", "strict", "init_reentry"),
     (model("return type(self)(x).out"), "cuda", "strict", "init_reentry"),
@@ -581,3 +583,59 @@ def test_native_sources_of_shipped_examples_pass() -> None:
         with open(path) as f:
             for source in find_native_sources(f.read()):
                 assert check_native(source.code, source.lang, "strict") == [], path
+
+
+def builder(init: str, forward: str = "return self.body(x)", helper: str = "_make_layer",
+            decorator: str = "") -> str:  # fmt: skip
+    """A candidate that builds its layers in a helper method, as ResNet's _make_layer does."""
+    return HEAD + textwrap.dedent(f"""
+        def pair(n):
+            return (n, n)
+
+
+        class ModelNew(nn.Module):
+            def __init__(self, *args):
+                super().__init__()
+                {init}
+
+            {decorator}
+            def {helper}(self, n):
+                return nn.Sequential(*[nn.Conv2d(n, n, pair(3)[0]) for _ in range(2)])
+
+            def forward(self, x):
+                {forward}
+        """)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        (builder("self.body = self._make_layer(4)"), None),  # run only while building
+        (
+            builder("self.body = self._make_layer(4)", "return self._make_layer(4)(x)"),
+            "torch_compute",
+        ),
+        (
+            builder(
+                "self.make = self._make_layer; self.body = nn.Identity()", "return self.make(4)(x)"
+            ),
+            "torch_compute",
+        ),  # passed around: it may run anywhere
+        (
+            builder("self.body = (lambda: self._make_layer(4))()"),
+            "torch_compute",
+        ),  # a lambda runs later
+        (builder("self.body = self._make_layer(4)", decorator="@staticmethod"), "torch_compute"),
+        (
+            builder("self.body = self._call_impl(4)", helper="_call_impl"),
+            "torch_compute",
+        ),  # torch calls it
+        (builder("self.body = nn.Identity()"), "torch_compute"),  # never called while building
+    ],
+)
+def test_layers_built_in_helpers_that_only_init_calls(source: str, expected: str | None) -> None:
+    """KernelBench's level-3 models build layers in helpers (ResNet's _make_layer): those count as
+    __init__ when only __init__ (or another such helper) calls them, directly, so the builtin can
+    reuse the reference's __init__ and its weights; any other use checks them as run-time code."""
+    rules = {f.rule for f in check_python(source, "cpp", "strict")}
+    assert (expected in rules) if expected else not rules, rules

@@ -35,7 +35,7 @@ from kernelgraph.tools.harness.stopwatch import watch
 from kernelgraph.tools.harness.verdict import TaskError
 from kernelgraph.tools.task import TaskSource
 
-CPU_FALLBACK_BYTES = 64 << 20  # inputs + parameters; above this, no real-tensor run here
+CPU_FALLBACK_BYTES = 256 << 20  # inputs + parameters; above this, no real-tensor run here
 
 
 def run(spec: dict) -> dict:

@@ -7,10 +7,12 @@ the operand's forward tensor (its shape and strides). The group builder
 gather (the builder raises FusionError and the program gives the op a kernel of its own).
 torch.cat reads several tensors: `cat_value` (registered in CONCATS) builds its expression,
 a select by position along the dim, a constant for a piece that is a fill (zeros_like).
+F.pad's constant mode (`pad_value`, also in CONCATS) is a cat of fills around one tensor.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -114,4 +116,43 @@ def cat_value(builder, op: dict[str, Any], index: Expr, shape: list[int]) -> Exp
     return result
 
 
-CONCATS = {"cat": cat_value}
+def pad_value(builder, op: dict[str, Any], index: Expr, shape: list[int]) -> Expr:
+    """F.pad's constant mode (aten.constant_pad_nd) of a tensor made outside the kernel: the
+    input where each coordinate minus its leading pad falls inside it, the fill elsewhere.
+    Negative pads crop. A coordinate that may fall outside is wrapped into the input (as cat's
+    pieces are), so lanes that get the fill still read inside it."""
+    source = op["argv"][0]
+    if builder.ctx.chain(source)[0] in builder.env:
+        raise FusionError("pad of a value inside the kernel")
+    value = builder.ctx.external(source)
+    pads = list(op["argv"][1])
+    fill = op["argv"][2] if len(op["argv"]) > 2 else op.get("kwargv", {}).get("value", 0.0)
+    rank, inner = len(shape), math.prod(shape)
+    terms: list[Expr] = []
+    valid = None
+    for d in range(rank):
+        inner //= shape[d]
+        size, stride, out = value.shape[d], value.strides[d], shape[d]
+        back = rank - 1 - d  # F.pad lists (before, after) pairs from the last dim backwards
+        before = pads[2 * back] if 2 * back < len(pads) else 0
+        coord = _ix("idiv", index, inner) if d == 0 else _ix("imod", _ix("idiv", index, inner), out)
+        checks = ([call("ge", coord, const(before))] if before > 0 else []) + (
+            [call("lt", coord, const(before + size))] if before + size < out else []
+        )
+        for check in checks:
+            valid = check if valid is None else call("and", valid, check)
+        if size == 1 or stride == 0:
+            continue
+        if checks:
+            at = _ix("imod", Expr("iadd", (coord, const(-before % size))), size)
+        else:
+            at = Expr("iadd", (coord, const(-before))) if before else coord
+        terms.append(_ix("imul", at, stride))
+    offset = terms[0] if terms else const(0)
+    for term in terms[1:]:
+        offset = Expr("iadd", (offset, term))
+    load = Expr("load", attr=Load(builder._arg(value), offset, "full"))
+    return load if valid is None else call("where", valid, load, const(float(fill)))
+
+
+CONCATS = {"cat": cat_value, "constant_pad_nd": pad_value}  # several sources, or fills

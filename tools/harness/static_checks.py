@@ -109,6 +109,7 @@ class _Checker(Symbols, ast.NodeVisitor):
         elif "forward" not in names:
             self.add(NO_MODELNEW, model, "class ModelNew has no forward method")
         self.forward_path = self._forward_functions(model)
+        self.init_helpers = self._init_helpers()
         self.visit(self.tree)
 
     # --- imports
@@ -171,7 +172,8 @@ class _Checker(Symbols, ast.NodeVisitor):
         if node.name in ("__torch_function__", "__torch_dispatch__"):
             self.add(INTROSPECTION, node, f"defines {node.name}, which intercepts torch calls")
         saved = (self.in_init, self.in_kernel)
-        self.in_init = isinstance(self.parent.get(node), ast.ClassDef) and node.name == "__init__"
+        method = isinstance(self.parent.get(node), ast.ClassDef)
+        self.in_init = (method and node.name == "__init__") or node in self.init_helpers
         self.in_kernel = self.in_kernel or bool(decorators & _KERNEL_DECORATORS)
         for stmt in node.body:
             self.visit(stmt)

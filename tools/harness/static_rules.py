@@ -32,7 +32,8 @@ def _words(text: str) -> frozenset[str]:
 # Imports are an allow-list; the modules of _MODULE_RULES only get a more specific rule. Those are
 # also matched against every component of a resolved name, so `torch.os.system` is caught too.
 _COMMON_MODULES = _words("__future__ torch torch.nn torch.nn.functional math typing dataclasses "
-                         "functools itertools operator")
+                         "functools itertools operator collections collections.abc abc enum "
+                         "numbers")
 DSL_MODULES = {  # module prefixes each DSL may import on top of the common ones
     "triton": ("triton",), "tilelang": ("tilelang",), "cuda": ("torch.utils.cpp_extension",),
     "cpp": ("torch.utils.cpp_extension", "kernelgraph.tools.dsl.cpp"),

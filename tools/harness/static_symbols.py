@@ -1,5 +1,6 @@
 """What a candidate's module binds: import aliases, names it defines, submodules and extension
-handles kept on `self`, and the functions reachable from `ModelNew.forward`. The static
+handles kept on `self`, the functions reachable from `ModelNew.forward`, and the helpers that
+only __init__ calls. The static
 checker (static_checks.py) reads a module through these. Standard library only."""
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from kernelgraph.tools.harness.static_rules import (
     _chain,
     _torch_kind,
 )
+
+# nn.Module methods torch itself calls on every forward: overriding one runs code at run time
+_RUN_TIME_NAMES = frozenset(("forward", "_call_impl", "_wrapped_call_impl", "_slow_forward"))
 
 
 class Symbols:
@@ -97,6 +101,40 @@ class Symbols:
                     elif n.attr in self.class_attrs:
                         todo.extend(methods(self.classes[self.class_attrs[n.attr]]))
         return seen
+
+    def _init_helpers(self) -> set[ast.AST]:
+        """Functions that run only while a module is built, checked as __init__ is: ResNet's
+        `_make_layer`, Swin's `to_2tuple`. Each is undecorated, never passed around (every use
+        of its name is a direct call), and called only from __init__ methods or other such
+        helpers, at least once. Names torch calls by itself at forward time never qualify."""
+        funcs: dict[str, list[ast.FunctionDef]] = {}
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.FunctionDef) and node.name not in _RUN_TIME_NAMES:
+                if not node.name.startswith("__") and not node.decorator_list:
+                    funcs.setdefault(node.name, []).append(node)
+        uses: dict[str, list[ast.AST]] = {name: [] for name in funcs}
+        for node in ast.walk(self.tree):
+            name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", None)
+            if name in uses and isinstance(node, (ast.Attribute, ast.Name)):
+                uses[name].append(node)
+        helpers = {name for name, found in funcs.items() if uses[name]}
+        while True:
+            ok = {n for n in helpers if all(self._called_from_init(u, helpers) for u in uses[n])}
+            if ok == helpers:
+                return {f for name in helpers for f in funcs[name]}
+            helpers = ok
+
+    def _called_from_init(self, use: ast.AST, helpers: set[str]) -> bool:
+        call = self.parent.get(use)
+        if not (isinstance(call, ast.Call) and call.func is use):
+            return False  # passed around: it may run anywhere
+        scope = self.parent.get(call)
+        while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.Lambda)):
+            scope = self.parent.get(scope)
+        if not isinstance(scope, ast.FunctionDef):
+            return False  # module level, a class body or a lambda: not while building
+        in_class = isinstance(self.parent.get(scope), ast.ClassDef)
+        return (in_class and scope.name == "__init__") or scope.name in helpers
 
     def _maximal(self, node: ast.AST) -> bool:
         """Whether `node` is the whole dotted chain, not a prefix of a longer one."""
