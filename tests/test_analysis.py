@@ -312,7 +312,7 @@ BATCH = {
     "raises": (TASKS / "bad_reference_raises.py", {}),
     "huge": (TASKS / "analysis_huge.py", {}),
     "item_small": (TASKS / "analysis_item.py", {}),
-    "item_large": (TASKS / "analysis_item.py", {"N": 2**25}),  # 128 MiB: no CPU fallback
+    "item_large": (TASKS / "analysis_item.py", {"N": 2**27}),  # 512 MiB: no CPU fallback
 }
 
 
@@ -416,7 +416,7 @@ def test_meta_failure_on_a_large_task_is_reported_not_raised(analyses):
     analysis = ok(analyses, "item_large")
     assert analysis["trace"] is None and analysis["ops"] == [] and analysis["stages"] == []
     assert "too large" in analysis["trace_error"] and ".item()" in analysis["trace_error"]
-    assert analysis["inputs"] == [{"shape": [2**25], "dtype": "float32"}]
+    assert analysis["inputs"] == [{"shape": [2**27], "dtype": "float32"}]
     assert analysis["flops"] is None and analysis["bound"] is None
 
 

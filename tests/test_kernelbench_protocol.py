@@ -178,10 +178,36 @@ def gemm_task(batch: int, in_features: int, out_features: int) -> str:
     return source
 
 
+LAYERS_BUILT_IN_A_HELPER = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, width, depth):
+        super(Model, self).__init__()
+        self.body = self._make_layers(width, depth)
+
+    def _make_layers(self, width, depth):
+        return nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.ReLU()) for _ in range(depth)])
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def get_inputs():
+    return [torch.randn(6, 16)]
+
+
+def get_init_inputs():
+    return [16, 3]
+"""
+
 CPP_CASES = {
     "gemm_multiply_leaky_relu": gemm_task(37, 70, 29),
     "bare_parameters": BARE_PARAMETERS,
     "norms": NORMS,
+    "layers_built_in_a_helper": LAYERS_BUILT_IN_A_HELPER,  # ResNet's _make_layer
 }
 
 
@@ -354,10 +380,11 @@ def get_init_inputs():
 @pytest.mark.parametrize(
     "helper, init, reason",
     [
-        # a helper that computes with torch outside __init__ would get the file rejected
+        # a helper that computes with torch and is passed around (so it may run outside
+        # __init__) would get the file rejected
         (
             "def init_bias(p):\n    nn.init.normal_(p)",
-            "init_bias(self.bias)",
+            "self.init_fn = init_bias; self.init_fn(self.bias)",
             "the copied code fails the static checks: torch.nn.init.normal_",
         ),
         # the C++ kernel file binds _lib itself
