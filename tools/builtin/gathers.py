@@ -7,7 +7,8 @@ the operand's forward tensor (its shape and strides). The group builder
 gather (the builder raises FusionError and the program gives the op a kernel of its own).
 torch.cat reads several tensors: `cat_value` (registered in CONCATS) builds its expression,
 a select by position along the dim, a constant for a piece that is a fill (zeros_like).
-F.pad's constant mode (`pad_value`, also in CONCATS) is a cat of fills around one tensor.
+torch.stack (`stack_value`) and F.pad's constant mode (`pad_value`, a cat of fills around one
+tensor) are in CONCATS too.
 """
 
 from __future__ import annotations
@@ -155,4 +156,30 @@ def pad_value(builder, op: dict[str, Any], index: Expr, shape: list[int]) -> Exp
     return load if valid is None else call("where", valid, load, const(float(fill)))
 
 
-CONCATS = {"cat": cat_value, "constant_pad_nd": pad_value}  # several sources, or fills
+def stack_value(builder, op: dict[str, Any], index: Expr, shape: list[int]) -> Expr:
+    """torch.stack of tensors made outside the kernel: the position along the new dim picks
+    the tensor; every tensor is read at the same element, always inside it."""
+    rank = len(shape)
+    dim = (op["argv"][1] if len(op["argv"]) > 1 else op.get("kwargv", {}).get("dim", 0)) % rank
+    inner = math.prod(shape[dim + 1 :])
+    pos = _ix("imod", _ix("idiv", index, inner), shape[dim])
+    outer = _ix("idiv", index, inner * shape[dim])
+    local = _ix("imul", outer, inner)
+    if inner > 1:
+        local = Expr("iadd", (local, _ix("imod", index, inner)))
+    each = [*shape[:dim], *shape[dim + 1 :]]
+    pieces = []
+    for ref in op["argv"][0]:
+        if builder.ctx.chain(ref)[0] in builder.env:
+            raise FusionError("stack of a value inside the kernel")
+        value = builder.ctx.external(ref)
+        strides = broadcast_strides(value.shape, value.strides, each)
+        load = Load(builder._arg(value), offset_of(local, each, strides), "full")
+        pieces.append(Expr("load", attr=load))
+    result = pieces[-1]
+    for i in reversed(range(len(pieces) - 1)):
+        result = call("where", call("lt", pos, const(i + 1)), pieces[i], result)
+    return result
+
+
+CONCATS = {"cat": cat_value, "stack": stack_value, "constant_pad_nd": pad_value}
