@@ -165,3 +165,27 @@ def test_tf32rn_convolution_matches_cudnn_tf32_and_only_it(tmp_path):
     }
     assert verdicts["fp32"].status == "passed", verdicts["fp32"].message
     assert verdicts["ieee"].status == "incorrect", verdicts["ieee"].message
+
+
+NARROW_CONV_TASK = CONV_TASK.replace(
+    "nn.Conv2d(64, 128, 3, padding=1)", "nn.Conv2d(8, 64, 3)"
+).replace(
+    "torch.randn(8, 64, 64, 64)", "torch.randn(128, 8, 128, 128)"
+)  # KernelBench level2/57's convolution
+
+
+def test_a_narrow_convolution_starts_at_tf32x3_and_matches_cudnn(tmp_path):
+    """cuDNN ran KernelBench's stride-1 convolutions of at most 8 input channels without TF32
+    (benchmarks/RESULTS.md): the builtin's first candidate for one is tf32x3, and it passes
+    against cuDNN with PyTorch's default flags."""
+    from builtin_helpers import builtin_generator
+
+    task = tmp_path / "task.py"
+    task.write_text(NARROW_CONV_TASK)
+    gen = builtin_generator(task, "triton", tmp_path, device="cuda", precision="fp32")
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(gen.code(None))
+    assert '"DOT": "tf32x3"' in kernel.read_text().splitlines()[0]
+    config = EvalConfig(dsl="triton", device="cuda", seeds=2, precision="fp32", profile=False)
+    verdict = evaluate(task, kernel, config, EvalCache(tmp_path / "cache"), use_cache=False)
+    assert verdict.status == "passed", verdict.message
