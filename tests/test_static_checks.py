@@ -631,6 +631,13 @@ def builder(init: str, forward: str = "return self.body(x)", helper: str = "_mak
             "torch_compute",
         ),  # torch calls it
         (builder("self.body = nn.Identity()"), "torch_compute"),  # never called while building
+        (
+            builder(
+                "self.layers = self._make_layer(4); self.body = nn.Identity()",
+                "return next(self.layers)(x)",
+            ).replace("return nn.Sequential", "yield nn.Sequential"),
+            "torch_compute",
+        ),  # a generator's body runs when forward iterates it
     ],
 )
 def test_layers_built_in_helpers_that_only_init_calls(source: str, expected: str | None) -> None:

@@ -106,11 +106,13 @@ class Symbols:
         """Functions that run only while a module is built, checked as __init__ is: ResNet's
         `_make_layer`, Swin's `to_2tuple`. Each is undecorated, never passed around (every use
         of its name is a direct call), and called only from __init__ methods or other such
-        helpers, at least once. Names torch calls by itself at forward time never qualify."""
+        helpers, at least once. Names torch calls by itself at forward time never qualify, nor do
+        generators, whose body runs when they are iterated, not when they are called."""
         funcs: dict[str, list[ast.FunctionDef]] = {}
         for node in ast.walk(self.tree):
             if isinstance(node, ast.FunctionDef) and node.name not in _RUN_TIME_NAMES:
-                if not node.name.startswith("__") and not node.decorator_list:
+                generator = any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(node))
+                if not (node.name.startswith("__") or node.decorator_list or generator):
                     funcs.setdefault(node.name, []).append(node)
         uses: dict[str, list[ast.AST]] = {name: [] for name in funcs}
         for node in ast.walk(self.tree):
