@@ -16,6 +16,7 @@ from typing import Any
 
 from kernelgraph.tools.analysis.ops import ALLOC, NO_COMPUTE
 from kernelgraph.tools.builtin.group_types import RESHAPES, op_name
+from kernelgraph.tools.builtin.op_support import tensor_refs, writable
 
 SOFTMAXES = frozenset({"_safe_softmax", "_softmax", "softmax"})
 SCALES = {"mul": lambda s, x: s * x, "div": lambda s, x: s / x}
@@ -232,10 +233,8 @@ def _output_cast(builder, values_mm: int, inside: set[int]) -> int:
 
 
 def _reads_any(builder, op: dict, indices: set[int]) -> bool:
-    from kernelgraph.tools.builtin.program import _tensor_refs
-
     labels = {f"op:{i}" for i in indices}
-    return any(builder.chain(ref)[0][0] in labels for ref in _tensor_refs(op))
+    return any(builder.chain(ref)[0][0] in labels for ref in tensor_refs(op))
 
 
 def _causal_ops(match: Match, mask: dict, inside: set[int]) -> set[int]:
@@ -268,7 +267,6 @@ def unbuilt_producers(builder, ref: dict | None) -> list[int] | None:
     """The ops (in order) still to build before `ref` exists: a mask that a hand-written
     attention computes in a later stage than the chain starts. None when one of them is not
     an op the builtin writes."""
-    from kernelgraph.tools.builtin.program import _tensor_refs, writable
 
     if ref is None:
         return []
@@ -282,7 +280,7 @@ def unbuilt_producers(builder, ref: dict | None) -> list[int] | None:
     if not writable(op, builder.policy):
         return None
     found: list[int] = []
-    for inner in _tensor_refs(op):
+    for inner in tensor_refs(op):
         more = unbuilt_producers(builder, inner)
         if more is None:
             return None

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from kernelgraph.tools.builtin.op_support import attribute
 from kernelgraph.tools.builtin.program import Program, Step
 from kernelgraph.tools.builtin.reference_init import ReferenceInit
 
@@ -142,14 +143,8 @@ def _module(path: str) -> str:
 
 def _first_param_device(program: Program) -> str:
     for p in program.params:
-        return f"{_attr(p['name'])}.device"
+        return f"{attribute(p['name'])}.device"
     return "torch.device('cuda' if torch.cuda.is_available() else 'cpu')"
-
-
-def _attr(path: str) -> str:
-    from kernelgraph.tools.builtin.program import attribute
-
-    return attribute(path)
 
 
 def _step_lines(step: Step, backend, config: dict, device: str) -> list[str]:

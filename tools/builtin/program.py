@@ -19,18 +19,20 @@ from kernelgraph.tools.builtin.attention import (
     fuse_manual_attention,
 )
 from kernelgraph.tools.builtin.attention_match import manual_chains
-from kernelgraph.tools.builtin.conv import CONVOLUTIONS
 from kernelgraph.tools.builtin.errors import FusionError, Unsupported
 from kernelgraph.tools.builtin.factories import factory_call
-from kernelgraph.tools.builtin.gathers import CONCATS, GATHERS
-from kernelgraph.tools.builtin.group_types import GEMMS, GroupContext, GroupResult, op_name
+from kernelgraph.tools.builtin.group_types import GroupContext, GroupResult, op_name
 from kernelgraph.tools.builtin.groups import build_group
 from kernelgraph.tools.builtin.kernels import FusedKernel, GemmKernel
-from kernelgraph.tools.builtin.lowering import INDEXED
-from kernelgraph.tools.builtin.lowering import POINTWISE as POINTWISE_OPS
-from kernelgraph.tools.builtin.pooling import PoolKernel, pool_key
-from kernelgraph.tools.builtin.reductions import row_key
-from kernelgraph.tools.builtin.scans import SCAN_OPS, fuse_scan
+from kernelgraph.tools.builtin.op_support import (
+    anchors,
+    attribute,
+    library_function,
+    tensor_refs,
+    writable,
+)
+from kernelgraph.tools.builtin.pooling import PoolKernel
+from kernelgraph.tools.builtin.scans import fuse_scan
 from kernelgraph.tools.builtin.updates import prepare_ops
 from kernelgraph.tools.builtin.values import (
     DROPPED_KWARGS,
@@ -75,23 +77,6 @@ class Program:
         return [s.kernel for s in self.steps if s.kernel is not None]
 
 
-def writable(op: dict[str, Any], policy: str = "strict") -> bool:
-    """Whether the builtin writes `op` as (part of) a kernel of its own. A convolution is ours
-    under `strict` only: `hybrid` keeps the library's."""
-    name = op_name(op)
-    return (
-        name in GEMMS
-        or (name in CONVOLUTIONS and policy == "strict")
-        or pool_key(name) is not None
-        or row_key(name, op["overload"]) is not None
-        or (f"{name}.{op['overload']}" in POINTWISE_OPS or name in POINTWISE_OPS)
-        or name in INDEXED
-        or name in GATHERS
-        or name in CONCATS
-        or name in SCAN_OPS
-    )
-
-
 class ProgramBuilder:
     def __init__(
         self, analysis: dict[str, Any], policy: str, precision_dtype: str | None, kinds: tuple = ()
@@ -129,7 +114,7 @@ class ProgramBuilder:
         for i, op in enumerate(self.ops):
             if op.get("kind") in NO_COMPUTE:
                 continue
-            for ref in _tensor_refs(op):
+            for ref in tensor_refs(op):
                 key, _ = self.chain(ref)
                 readers.setdefault(key, set()).add(i)
         self.model_outputs = {
@@ -251,7 +236,7 @@ class ProgramBuilder:
                     pending = []
                 self._group([first], self.ops[first]["kind"])
             if writable(self.ops[i], self.policy):
-                if pending and _anchors(self.ops[i]):
+                if pending and anchors(self.ops[i]):
                     self._group(pending, stage["kind"])
                     pending = []
                 pending.append(i)
@@ -285,7 +270,7 @@ class ProgramBuilder:
     def _reads(self, members: list[int], producers: list[int]) -> bool:
         made = {f"op:{i}" for i in producers}
         return any(
-            self.chain(ref)[0][0] in made for i in members for ref in _tensor_refs(self.ops[i])
+            self.chain(ref)[0][0] in made for i in members for ref in tensor_refs(self.ops[i])
         )
 
     def _group(self, members: list[int], kind: str) -> None:
@@ -373,45 +358,6 @@ class ProgramBuilder:
         params = list(self.analysis.get("parameters") or [])
         return Program(self.steps, outputs, params, len(self.analysis.get("inputs") or []),
                        self.hybrid_ops)  # fmt: skip
-
-
-def _anchors(op: dict[str, Any]) -> bool:
-    """Ops that start a kernel of their own (what follows them is their epilogue)."""
-    name = op_name(op)
-    return name in GEMMS or name in CONVOLUTIONS or pool_key(name) is not None
-
-
-def attribute(path: str) -> str:
-    """Python for reaching a parameter or buffer by its state_dict name."""
-    if all(part.isidentifier() for part in path.split(".")):
-        return f"self.{path}"
-    return f"self.get_submodule({'.'.join(path.split('.')[:-1])!r}).{path.split('.')[-1]}"
-
-
-def library_function(name: str) -> str:
-    """The public torch function behind a heavy ATen op (torch.convolution, torch.addmm...)."""
-    import torch
-
-    if callable(getattr(torch, name, None)):
-        return f"torch.{name}"
-    if callable(getattr(torch.nn.functional, name, None)):
-        return f"torch.nn.functional.{name}"
-    raise Unsupported(f"aten.{name}", "no public torch function to call it through")
-
-
-def _tensor_refs(op: dict[str, Any]) -> list[dict]:
-    found: list[dict] = []
-
-    def visit(value: Any) -> None:
-        if isinstance(value, dict) and "t" in value:
-            found.append(value)
-        elif isinstance(value, list):
-            for v in value:
-                visit(v)
-
-    visit(op.get("argv") or [])
-    visit(list((op.get("kwargv") or {}).values()))
-    return found
 
 
 def build_program(
