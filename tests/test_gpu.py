@@ -141,17 +141,23 @@ def get_init_inputs():
 """
 
 
+def first_gpu_candidate(source: str, tmp_path: Path) -> tuple[Path, Path]:
+    """The task file, and the builtin's first GPU candidate for it at fp32."""
+    from builtin_helpers import builtin_generator
+
+    task = tmp_path / "task.py"
+    task.write_text(source)
+    gen = builtin_generator(task, "triton", tmp_path, device="cuda", precision="fp32")
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(gen.code(None))
+    return task, kernel
+
+
 def test_tf32rn_convolution_matches_cudnn_tf32_and_only_it(tmp_path):
     """The builtin's first GPU conv at fp32 (tf32rn) passes against cuDNN with PyTorch's default
     flags, TF32 on, and fails against the TF32-off reference of `--precision ieee`: the
     verifier tells the two apart."""
-    from builtin_helpers import builtin_generator
-
-    task = tmp_path / "task.py"
-    task.write_text(CONV_TASK)
-    gen = builtin_generator(task, "triton", tmp_path, device="cuda", precision="fp32")
-    kernel = tmp_path / "kernel.py"
-    kernel.write_text(gen.code(None))
+    task, kernel = first_gpu_candidate(CONV_TASK, tmp_path)
     assert '"DOT": "tf32rn"' in kernel.read_text().splitlines()[0]
     verdicts = {
         precision: evaluate(
@@ -178,13 +184,7 @@ def test_a_narrow_convolution_starts_at_tf32x3_and_matches_cudnn(tmp_path):
     """cuDNN ran KernelBench's stride-1 convolutions of at most 8 input channels without TF32
     (benchmarks/RESULTS.md): the builtin's first candidate for one is tf32x3, and it passes
     against cuDNN with PyTorch's default flags."""
-    from builtin_helpers import builtin_generator
-
-    task = tmp_path / "task.py"
-    task.write_text(NARROW_CONV_TASK)
-    gen = builtin_generator(task, "triton", tmp_path, device="cuda", precision="fp32")
-    kernel = tmp_path / "kernel.py"
-    kernel.write_text(gen.code(None))
+    task, kernel = first_gpu_candidate(NARROW_CONV_TASK, tmp_path)
     assert '"DOT": "tf32x3"' in kernel.read_text().splitlines()[0]
     config = EvalConfig(dsl="triton", device="cuda", seeds=2, precision="fp32", profile=False)
     verdict = evaluate(task, kernel, config, EvalCache(tmp_path / "cache"), use_cache=False)
