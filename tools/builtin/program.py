@@ -1,7 +1,7 @@
 """The generated forward as a program: view steps, library calls (hybrid) and kernel launches.
 
 `build_program(analysis, policy, precision_dtype)` groups the traced ops (the analysis stages,
-split op by op where a stage does not fit one kernel), builds each group's kernel
+split into runs of ops where a stage does not fit one kernel), builds each group's kernel
 (tools/builtin/groups.py) and records the steps the forward runs. It raises Unsupported, naming
 the op, for what the builtin cannot write under the policy.
 """
@@ -276,12 +276,35 @@ class ProgramBuilder:
     def _group(self, members: list[int], kind: str) -> None:
         try:
             result = build_group(self.context(), members, self._name(members), kind)
-            self._launch(result, members, kind)
         except FusionError:
             if len(members) == 1:
                 raise
-            for i in members:
-                self._group([i], self.ops[i].get("kind") or POINTWISE)
+            self._group_in_runs(members)
+            return
+        self._launch(result, members, kind)
+
+    def _group_in_runs(self, members: list[int]) -> None:
+        """A stage that does not fit one kernel: one kernel per run of consecutive ops, each
+        run as long as still fits (a triplet loss's two norms and what follows them share a
+        kernel, its final mean takes another), so fewer intermediates go through memory."""
+        start = 0
+        while start < len(members):
+            built = None
+            for stop in range(start + 1, len(members) + 1):
+                run = members[start:stop]
+                try:
+                    built = build_group(self.context(), run, self._name(run), self._kind(run))
+                except FusionError:
+                    if built is None:
+                        raise  # one op alone does not fit a kernel
+                    break
+                end = stop
+            self._launch(built, members[start:end], self._kind(members[start:end]))
+            start = end
+
+    def _kind(self, members: list[int]) -> str:
+        kinds = (self.ops[i].get("kind") or POINTWISE for i in members)
+        return next((k for k in kinds if k != POINTWISE), POINTWISE)
 
     def _name(self, members: list[int]) -> str:
         first = op_name(self.ops[members[0]])
