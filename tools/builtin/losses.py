@@ -99,3 +99,46 @@ def _nll_loss(a: RowArgs) -> RowLowering:
     if reduction == MEAN:
         total = call("div", total, count)
     return RowLowering([rows, classes], dims, [total, None if reduction == NONE else count])
+
+
+@_register("nll_loss_total")
+def _nll_loss_total(a: RowArgs) -> RowLowering:
+    """(each row's loss, target, reduction, ignore_index): the rows' losses summed, divided for
+    mean by the rows not ignored; their count is the second output (total_weight)."""
+    reduction, ignore = int(a.values[2]), a.values[3]
+    (rows,) = a.in_shape
+    kept = call("ne", a.full(1, [rows]), const(float(ignore)))
+    total = reduce("sum", a.x())
+    count = reduce("sum", call("where", kept, const(1.0), const(0.0)))
+    if reduction == MEAN:
+        total = call("div", total, count)
+    return RowLowering([rows], [0], [total, count])
+
+
+def split_nll_loss(ops: list[dict], i: int) -> None:
+    """A mean or summed NLL loss over [N, C] becomes each row's loss (an op appended to `ops`,
+    a reduction over C like the log-softmax before it, so the two share one kernel and the
+    log-probabilities never go through memory) and, in the op's own place, their total over N."""
+    op = ops[i]
+    argv = list(op["argv"]) + [None] * (5 - len(op["argv"]))
+    kwargs = op.get("kwargv") or {}
+    reduction = argv[3] if argv[3] is not None else kwargs.get("reduction", MEAN)
+    ignore = argv[4] if argv[4] is not None else kwargs.get("ignore_index", -100)
+    shapes = op.get("arg_shapes") or []
+    if reduction == NONE or argv[2] is not None or not shapes or len(shapes[0]) != 2:
+        return  # per row already, class weights (unsupported), or not [N, C]: as traced
+    rows = shapes[0][0]
+    dtype = op["outs"][0]["dtype"]
+    per_row = len(ops)
+    ops.append({**op, "argv": [argv[0], argv[1], None, NONE, ignore], "kwargv": {},
+                "outs": [{"shape": [rows], "dtype": dtype}]})  # fmt: skip
+    ops[i] = {
+        **op,
+        "op": "aten.nll_loss_total",
+        "overload": "default",
+        "argv": [{"t": f"op:{per_row}", "o": 0}, argv[1], reduction, ignore],
+        "kwargv": {},
+        "arg_shapes": [[rows], list(shapes[1])],
+        "reads": [f"op:{per_row}", *(op.get("reads") or [])[1:2]],
+        "fused_before": [per_row],
+    }

@@ -235,6 +235,7 @@ class ProgramBuilder:
                     self._group(pending, stage["kind"])
                     pending = []
                 self._group([first], self.ops[first]["kind"])
+            pending += self.ops[i].get("fused_before") or []  # an NLL loss's rows
             if writable(self.ops[i], self.policy):
                 if pending and anchors(self.ops[i]):
                     self._group(pending, stage["kind"])

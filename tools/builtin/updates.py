@@ -9,6 +9,8 @@ nothing). `prepare_ops` rewrites the traced op list before the program groups it
 - batch norm in training mode becomes `batch_norm_stats` (an op appended to the list, a
   reduction per channel whose outputs include the new running mean and variance) and, in the
   op's own place, `batch_norm_apply` (pointwise, so it fuses with what follows);
+- a mean or summed NLL loss (cross-entropy's second half) becomes each row's loss, fused with
+  the log-softmax before it, and their total (`losses.split_nll_loss`);
 - an in-place update of module state becomes its out-of-place op;
 - so does an in-place op on a tensor forward made (`nn.ReLU(inplace=True)`, `y.add_(1)`), when
   nothing reads that tensor's old value afterwards (through a view taken before, or as an
@@ -23,6 +25,7 @@ from typing import Any
 
 from kernelgraph.tools.analysis.stages import resolve
 from kernelgraph.tools.builtin.errors import Unsupported
+from kernelgraph.tools.builtin.losses import split_nll_loss
 
 # Batch norm's ops: (index of `training`, of `momentum`, of `eps`, running stats kept).
 BATCH_NORMS = {
@@ -54,6 +57,8 @@ def prepare_ops(ops: list[dict[str, Any]], outputs: list[dict[str, Any]] = ()) -
         layout = BATCH_NORMS.get(f"{op['op']}.{op['overload']}")
         if layout is not None and op["argv"][layout[0]]:
             _split_batch_norm(prepared, i, layout)
+        if op["op"] == "aten.nll_loss_forward":
+            split_nll_loss(prepared.ops, i)
     last: dict[str, int] = {}
     for i, op in enumerate(prepared.ops):
         if op.get("state"):
