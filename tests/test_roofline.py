@@ -231,3 +231,48 @@ def test_nvidia_smi_row_matched_by_uuid(fake_smi):
 def test_nvidia_smi_failure_is_not_fatal(fake_smi):
     fake_smi("NVIDIA-SMI has failed", rc=9)
     assert env_info._smi_for("aaaa") == {"driver_version": None}
+
+
+def _cache_entry(cache_dir, bandwidth, flops):
+    key = f"{env_info.cpu_model()} | threads={torch.get_num_threads()}"
+    entry = {"bandwidth": bandwidth, "flops": {"fp32": flops}, "measured_at": "then"}
+    (cache_dir / "cpu_peak.json").write_text(json.dumps({key: entry}))
+
+
+@pytest.mark.parametrize(
+    ("cached", "expected"), [((1e8, 1e9), (1e10, 1e11)), ((1e15, 1e9), (1e15, 1e11))]
+)
+def test_a_refresh_keeps_the_higher_figures(cache_dir, fake_measure, cached, expected):
+    """A figure measured while the machine was loaded is too low, never too high."""
+    _cache_entry(cache_dir, *cached)
+    peaks = roofline.cpu_peaks(refresh=True)
+    assert (peaks.bandwidth, peaks.flops["fp32"]) == expected
+
+
+def _verdict():
+    from kernelgraph.tools.harness.verdict import Timing, Verdict
+
+    return Verdict("passed", "", "cpp", "cpu", "strict", "fp32", timing=Timing(kernel_ms=1.0))
+
+
+def test_a_cpu_kernel_above_its_peak_measures_the_peak_again_once(
+    cache_dir, fake_measure, monkeypatch
+):
+    from kernelgraph.tools.harness import assemble
+    from kernelgraph.tools.harness.config import EvalConfig
+
+    monkeypatch.setattr(assemble, "_CPU_REMEASURED", set())
+    _cache_entry(cache_dir, 1e8, 1e9)  # measured under load
+    stale = roofline.cpu_peaks().__dict__
+    config = EvalConfig(dsl="cpp", device="cpu", threads=torch.get_num_threads())
+    meta = {"flops": 0, "min_bytes": 1e7}  # in 1 ms: 1e10 B/s, 10000% of the stale 1e8
+    first = _verdict()
+    assemble._fill_sol(first, config, meta, stale)
+    assert len(fake_measure) == 1
+    assert first.sol_pct == pytest.approx(100.0) and not first.warnings  # of 1e10 measured again
+    # the next worker reads the raised figures from the cache; this process measures no more
+    assert roofline.cpu_peaks().bandwidth == 1e10
+    second = _verdict()
+    assemble._fill_sol(second, config, meta, stale)
+    assert len(fake_measure) == 1
+    assert second.sol_pct == pytest.approx(1e4) and "faster than the peak" in second.warnings[0]

@@ -153,9 +153,11 @@ def measure_cpu(copy_mib: int = 128, matmul_n: int = 1536, budget_s: float = 0.4
     return {"bandwidth": 2 * src.nbytes / copy_s, "flops": {"fp32": 2 * matmul_n**3 / mm_s}}
 
 
-def cpu_peaks(refresh: bool = False) -> Peaks:
-    """Measured CPU peaks, cached per CPU model and torch thread count (a couple of seconds once)."""
-    threads = torch.get_num_threads()
+def cpu_peaks(refresh: bool = False, threads: int | None = None) -> Peaks:
+    """Measured CPU peaks, cached per CPU model and torch thread count (a couple of seconds once).
+    `refresh` measures again and keeps the higher figures: a measurement taken while other
+    work loaded the machine is too low, never too high."""
+    threads = threads or torch.get_num_threads()
     model = cpu_model()
     key = f"{model} | threads={threads}"
     path = cache_dir() / "cpu_peak.json"
@@ -163,9 +165,9 @@ def cpu_peaks(refresh: bool = False) -> Peaks:
         cache = json.loads(path.read_text())
     except (OSError, ValueError):
         cache = {}
-    entry = None if refresh else cache.get(key)
-    if not isinstance(entry, dict) or "bandwidth" not in entry:
-        entry = measure_cpu()
+    entry = cache.get(key)
+    if refresh or not isinstance(entry, dict) or "bandwidth" not in entry:
+        entry = _higher(_measure_with_threads(threads), entry)
         entry.update(
             cpu_model=model,
             threads=threads,
@@ -179,6 +181,24 @@ def cpu_peaks(refresh: bool = False) -> Peaks:
         os.replace(tmp, path)  # atomic: concurrent workers never read half a file
     source = f"measured {entry['measured_at']} ({threads} threads), cached in {path}"
     return Peaks(name=model, bandwidth=entry["bandwidth"], flops=entry["flops"], source=source)
+
+
+def _measure_with_threads(threads: int) -> dict:
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return measure_cpu()
+    finally:
+        torch.set_num_threads(before)
+
+
+def _higher(measured: dict, cached: Any) -> dict:
+    if not isinstance(cached, dict) or "bandwidth" not in cached:
+        return measured
+    flops = dict(cached.get("flops") or {})
+    for dtype, value in measured["flops"].items():
+        flops[dtype] = max(value, flops.get(dtype, 0.0))
+    return {"bandwidth": max(measured["bandwidth"], cached["bandwidth"]), "flops": flops}
 
 
 def resolve_peaks(device: str) -> tuple[Peaks | None, str]:
