@@ -14,6 +14,15 @@ import triton.language as tl
 
 
 @triton.jit
+def _to_tf32(x):
+    """fp32 rounded to TF32's 10-bit mantissa, to nearest with ties to even, as cuDNN rounds
+    (tl.dot's own "tf32" conversion does not round so)."""
+    bits = x.to(tl.uint32, bitcast=True)
+    bits = (bits + 0xFFF + ((bits >> 13) & 1)) & 0xFFFFE000
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def conv3x3_relu_kernel(
     x_ptr,
     w_ptr,
@@ -39,6 +48,7 @@ def conv3x3_relu_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_C: tl.constexpr,
+    TF32: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -79,7 +89,10 @@ def conv3x3_relu_kernel(
                     mask=ci_mask[:, None] & co_mask[None, :],
                     other=0.0,
                 )
-                acc = tl.dot(a, b, acc, input_precision="ieee")  # fp32, no TF32
+                if TF32:  # as cuDNN: operands rounded to TF32 (nearest, ties to even)
+                    acc = tl.dot(_to_tf32(a), _to_tf32(b), acc, input_precision="tf32")
+                else:
+                    acc = tl.dot(a, b, acc, input_precision="ieee")  # exact fp32
 
     bias = tl.load(bias_ptr + co, mask=co_mask, other=0.0)
     out = tl.maximum(acc + bias[None, :], 0.0)
@@ -109,6 +122,9 @@ class ModelNew(nn.Module):
         BLOCK_M = 128
         BLOCK_N = max(16, min(64, triton.next_power_of_2(C_out)))
         BLOCK_C = 16
+        # Match the reference: on a GPU, cuDNN computes fp32 convolutions in TF32 while
+        # torch.backends.cudnn.allow_tf32 is on (PyTorch's default, and KernelBench's).
+        tf32 = x.is_cuda and torch.backends.cudnn.allow_tf32
         grid = (triton.cdiv(B * H * W, BLOCK_M), triton.cdiv(C_out, BLOCK_N))
         conv3x3_relu_kernel[grid](
             x,
@@ -135,6 +151,7 @@ class ModelNew(nn.Module):
             BLOCK_M=BLOCK_M,
             BLOCK_N=BLOCK_N,
             BLOCK_C=BLOCK_C,
+            TF32=tf32,
             num_warps=4,
             num_stages=2,
         )
