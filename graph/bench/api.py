@@ -22,6 +22,7 @@ from kernelgraph.graph.bench.metrics import latest, summarize
 from kernelgraph.graph.bench.progress import BenchProgress
 from kernelgraph.graph.bench.report import write_report
 from kernelgraph.graph.bench.scheduler import Dispatcher, plan
+from kernelgraph.graph.bench.store_note import reference_store_note
 from kernelgraph.graph.bench.suite import discover
 from kernelgraph.graph.runner import validate_settings
 from kernelgraph.state.bench import (
@@ -101,6 +102,9 @@ def _drive(out: Path, manifest: BenchManifest, options: ExecutorOptions,
         workers = executor.workers()
         capacity = executor.capacities(workers) if hasattr(executor, "capacities") else {}
         gate = gated(todo.jobs, capacity, manifest.settings.run_args)
+        peaks = [job.peak_bytes for job in todo.jobs] if capacity else []
+        if note := reference_store_note(peaks, len(workers)):
+            progress.note(note)
         if unknown := sum(job.peak_bytes is None for job in todo.jobs) if capacity else 0:
             progress.note(f"{unknown} problem(s) whose device-memory peak could not be "
                           f"estimated on meta tensors run alone on their GPU")  # fmt: skip
