@@ -266,3 +266,14 @@ def test_roofline_draws_one_roof_per_device(bench) -> None:
     roofs = [line for line in fig.axes[0].get_lines() if line.get_label().startswith("roof")]
     assert len(roofs) == 2
     plt.close(fig)
+
+
+def test_a_copy_of_the_checkout_not_installed_reports_its_pyproject_version(tmp_path, monkeypatch):
+    """A GPU box runs a copy of the tree, with no .git and nothing installed: the report's
+    "kernelgraph" row then gives the version in pyproject.toml, not "unknown"."""
+    from kernelgraph.graph.bench import api
+
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "kernelgraph"\nversion = "9.8.7"\n')
+    monkeypatch.setattr(api, "IMPORT_ROOT", str(tmp_path))
+    monkeypatch.setattr(api, "_version", lambda package: None)
+    assert api.kernelgraph_version() == "9.8.7"

@@ -4,6 +4,7 @@ and `export` work on it); the bench folder keeps what ties them together."""
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import time
@@ -241,9 +242,19 @@ def _version(package: str) -> str | None:
         return None
 
 
+def _checkout_version() -> str | None:
+    """The version in pyproject.toml, for a checkout that is not installed (a copy on a GPU box)."""
+    try:
+        text = (Path(IMPORT_ROOT) / "pyproject.toml").read_text()
+    except OSError:
+        return None
+    found = re.search(r'(?m)^version\s*=\s*"([^"]+)"', text)  # [project]'s, the first one
+    return found.group(1) if found else None
+
+
 def kernelgraph_version() -> str:
     """The package version, and the checkout's commit when there is one."""
-    version = _version("kernelgraph") or "unknown"
+    version = _version("kernelgraph") or _checkout_version() or "unknown"
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=IMPORT_ROOT, capture_output=True,
