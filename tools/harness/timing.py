@@ -31,6 +31,7 @@ class TimingResult:
     stable: bool
     samples_ms: list[float]
     side_stream_suspected: bool = False
+    total_ms: float = 0.0  # the timed regions summed: a parent checks it against its own clock
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -132,6 +133,7 @@ def time_loop(
         stable=spread <= UNSTABLE_SPREAD_PCT,
         samples_ms=samples,
         side_stream_suspected=side_stream,
+        total_ms=sum(samples),
     )
     return result, output
 
