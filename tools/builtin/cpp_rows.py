@@ -44,19 +44,6 @@ DOUBLE_SUM_RLEN = 1024  # longer sums accumulate in double: fp32 drifts past 1e-
 MAX_CACHED_ROW = 8192  # floats of row buffer per cached subexpression (on the thread's stack)
 
 
-def passes(kernel: FusedKernel) -> list[list[int]]:
-    """Reductions grouped into sweeps over r: one joins the current sweep unless it uses a
-    result of that sweep (max and sum of x share one read; softmax's sum needs the max)."""
-    groups: list[list[int]] = []
-    for j, red in enumerate(kernel.reductions):
-        used = {n.attr for n in walk(red.value) if n.op == "var"}
-        if groups and not used & {f"r{i}" for i in groups[-1]}:
-            groups[-1].append(j)
-        else:
-            groups.append([j])
-    return groups
-
-
 def varies(e: Expr, along: tuple[str, ...] = ("idx", "r", "rb", "rr")) -> bool:
     return any(n.op == "var" and n.attr in along for n in walk(e))
 
@@ -259,7 +246,7 @@ class RowKernel:
 
     def source(self) -> str:
         k, hoist = self.kernel, self.hoist
-        groups = passes(k)
+        groups = k.passes()
         fulls = [s for s in k.stores if s.space == "full"]
         can_cache = fulls and not (self.strided or self.wide) and k.rlen <= MAX_CACHED_ROW
         cached: list[Expr] = []

@@ -19,6 +19,7 @@ from kernelgraph.tools.builtin.layouts import k_major_operands
 from kernelgraph.tools.builtin.module import render
 from kernelgraph.tools.builtin.program import Program, build_program
 from kernelgraph.tools.builtin.reference_init import InitUnavailable, ReferenceInit, extract
+from kernelgraph.tools.builtin.shifted import shift_program
 from kernelgraph.tools.builtin.split import split_program
 from kernelgraph.tools.builtin.triton_backend import TritonBackend
 from kernelgraph.tools.harness.config import PRECISIONS
@@ -52,6 +53,8 @@ class Generator:
             if not isinstance(kernel, self.backend.kernel_kinds):
                 raise Unsupported(f"a {kernel.kind} kernel in {dsl}",
                                   f"the builtin's {dsl} backend has none", hybrid_ok=True)  # fmt: skip
+        if hasattr(self.backend, "loops_rows"):  # before the split: it merges their passes
+            self.program = shift_program(self.program, self.backend.loops_rows)
         if hasattr(self.backend, "split_rows"):
             self.program = split_program(
                 self.program, self.backend.split_k, self.backend.split_rows

@@ -78,6 +78,27 @@ class FusedKernel:
     def full_loads(self):
         return [ld for s in self.stores for ld in loads(s.value) if ld.space == "full"]
 
+    def passes(self, folded: dict[int, int] | None = None) -> list[list[int]]:
+        """Reductions grouped into passes over a row: one joins the current pass unless it uses
+        a result of that pass (a max and a sum of x share one read; softmax's sum needs the
+        max). `folded` maps a reduction to the one whose pass also computes it (online
+        softmax's sum to its max): it joins no pass itself, but its result is that pass's."""
+        groups: list[list[int]] = []
+        results: list[set[str]] = []
+        for j, reduction in enumerate(self.reductions):
+            if folded and j in folded:
+                home = next(n for n, members in enumerate(groups) if folded[j] in members)
+                results[home].add(f"r{j}")
+                continue
+            used = {n.attr for n in walk(reduction.value) if n.op == "var"}
+            if groups and not used & results[-1]:
+                groups[-1].append(j)
+                results[-1].add(f"r{j}")
+            else:
+                groups.append([j])
+                results.append({f"r{j}"})
+        return groups
+
     def online_pairs(self) -> dict[int, tuple[int, Expr]]:
         """Reductions that can share one pass with an earlier max (online softmax): for each
         max index i whose value E is also the E of a later `sum(exp(E - S(r_i)))` j, where S
@@ -101,16 +122,16 @@ class FusedKernel:
 
 @dataclass
 class PartialReduction:
-    """One reduction of a FusedKernel split across programs: each program reduces a chunk of
-    one row and combines it into `target` (a scratch input) with an atomic."""
+    """One pass of a FusedKernel's reductions split across programs: each program reduces a
+    chunk of one row for every reduction of the pass (sum, max or min) and combines each into
+    its `targets` entry (a scratch input) with an atomic."""
 
     name: str
     rows: int
     rlen: int
     inner: int
-    reduce: str  # sum | max | min
-    value: Expr
-    target: str
+    reductions: list[Reduction]
+    targets: list[str]
     inputs: list[str]
     outputs: list[str] = field(default_factory=list)
     kind: str = "split reduction"
@@ -120,7 +141,8 @@ class PartialReduction:
         return self.rows * self.rlen
 
     def describe(self) -> str:
-        return (f"{self.name}: {self.reduce} over {self.rows} row(s) of {self.rlen}, chunks spread "
+        kinds = ", ".join(r.kind for r in self.reductions)
+        return (f"{self.name}: {kinds} over {self.rows} row(s) of {self.rlen}, chunks spread "
                 f"over programs and combined with atomics")  # fmt: skip
 
     def axes(self) -> str:
@@ -130,7 +152,9 @@ class PartialReduction:
         return "(cdiv(rlen, BLOCK_R), rows)"
 
     def pseudo(self) -> str:
-        return f"{self.name}: atomic_{self.reduce}(scratch[row], {self.reduce}(chunk))"
+        steps = "; ".join(f"atomic_{r.kind}({t}[row], {r.kind}(chunk))"
+                          for r, t in zip(self.reductions, self.targets, strict=True))  # fmt: skip
+        return f"{self.name}: {steps}"
 
 
 @dataclass

@@ -11,7 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kernelgraph.tools.builtin.expr import Expr, Load, const, substitute, var
-from kernelgraph.tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction, Store
+from kernelgraph.tools.builtin.kernels import (
+    FusedKernel,
+    GemmKernel,
+    PartialReduction,
+    Reduction,
+    Store,
+)
 from kernelgraph.tools.builtin.program import Program, Step
 
 ATOMIC_KINDS = frozenset({"sum", "max", "min"})
@@ -64,13 +70,18 @@ def _split_reduction(step: Step, kernel: FusedKernel) -> list[Step]:
         for name, r in zip(scratch, kernel.reductions, strict=True)
     ]
     local = [f"s{j}" for j in range(len(scratch))]
-    for j, reduction in enumerate(kernel.reductions):
-        earlier = {f"r{i}": _load(local[i], var("k"), "row") for i in range(j)}
+    for p, members in enumerate(kernel.passes()):  # independent reductions share one read
+        last = members[-1] + 1
+        earlier = {f"r{i}": _load(local[i], var("k"), "row") for i in range(members[0])}
+        values = [
+            Reduction(kernel.reductions[j].kind, substitute(kernel.reductions[j].value, earlier))
+            for j in members
+        ]
         part = PartialReduction(
-            f"{kernel.name}_part{j}", kernel.rows, kernel.rlen, kernel.inner, reduction.kind,
-            substitute(reduction.value, earlier), local[j], [*kernel.inputs, *local[: j + 1]],
+            f"{kernel.name}_part{p}", kernel.rows, kernel.rlen, kernel.inner, values,
+            [local[j] for j in members], [*kernel.inputs, *local[:last]],
         )  # fmt: skip
-        steps.append(Step("launch", [], kernel=part, inputs=[*step.inputs, *scratch[: j + 1]]))
+        steps.append(Step("launch", [], kernel=part, inputs=[*step.inputs, *scratch[:last]]))
     for space, row in (("full", _row_of(kernel)), ("row", var("idx"))):
         names = {f"r{j}": _load(local[j], row, "full") for j in range(len(local))} | {"k": row}
         chosen = [i for i, s in enumerate(kernel.stores) if s.space == space]

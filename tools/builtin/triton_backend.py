@@ -68,6 +68,15 @@ class TritonBackend:
 
     # ------------------------------------------------------------ splitting (tools/builtin/split.py)
 
+    def loops_rows(self, kernel: FusedKernel) -> bool:
+        """Whether the default config reads this kernel's rows in a loop (or splits them), so
+        a variance's second read costs a pass over memory (tools/builtin/shifted.py)."""
+        if not self.gpu or not kernel.reductions:
+            return False
+        if kernel.inner > 1:
+            return not _strided_persistent(kernel)
+        return kernel.rlen > MAX_PERSISTENT_R
+
     def split_rows(self, kernel: FusedKernel) -> bool:
         return self.gpu and kernel.rows < 2 * SMS and kernel.rlen >= 32768
 

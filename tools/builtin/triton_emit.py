@@ -134,29 +134,18 @@ def row_source(kernel: FusedKernel, gpu: bool, persistent: bool) -> str:
     ]
     if persistent:
         body += [line.format(start="") for line in window]
-    shared = Printer(syntax, dict(names), prefix="a")  # one scope: loads are shared
-    online = {} if persistent else kernel.online_pairs()
-    folded = {j for j, _ in online.values()}
-    for j, reduction in enumerate(kernel.reductions):
-        printer = shared if persistent else Printer(syntax, dict(names), prefix=f"a{j}_")
-        if persistent:
-            value = printer.value(reduction.value)
-            body += printer.take()
+        shared = Printer(syntax, dict(names), prefix="a")  # one scope: loads are shared
+        for j, reduction in enumerate(kernel.reductions):
+            value = shared.value(reduction.value)
+            body += shared.take()
             body += _reduce_block(j, reduction.kind, value, kernel.rlen)
-            continue
-        if j in folded:  # computed in its max's pass
-            continue
-        loop = [line.format(start="start + ") for line in window]
-        value = printer.value(reduction.value)
-        loop += printer.take()
-        if j in online:
-            sum_j, shift = online[j]
-            body += _online_loop(j, sum_j, value, shift, syntax, loop, kernel.rlen)
-            continue
-        body += _loop_init(j, reduction.kind)
-        loop += _loop_combine(j, reduction.kind, value)
-        body += [f"for start in range(0, {kernel.rlen}, BLOCK_R):", *_indent(loop)]
-        body += _loop_finish(j, reduction.kind, kernel.rlen)
+    else:
+        online = kernel.online_pairs()
+        folded = {j: i for i, (j, _) in online.items()}
+        loop_window = [line.format(start="start + ") for line in window]
+        for p, members in enumerate(kernel.passes(folded)):
+            printer = Printer(syntax, dict(names), prefix=f"a{p}_")
+            body += _looped_pass(kernel, members, online, printer, loop_window)
     rows = Printer(syntax, dict(names), prefix="w")
     fulls = shared if persistent else Printer(syntax, dict(names), prefix="f")
     full_lines: list[str] = []
@@ -201,12 +190,35 @@ def _reduce_block(j: int, kind: str, value: str, rlen: int) -> list[str]:
     return [f"r{j} = {REDUCE[kind].format(a=f'tl.where(mask, {value}, {INIT[kind]})')}[:, None]"]
 
 
-def _online_loop(
-    i: int, j: int, value: str, shift, syntax, loop: list[str], rlen: int
-) -> list[str]:
-    """One pass for r_i = max(E) and r_j = sum(exp(E - S(r_i))): per-lane running max and
-    sum, the sum rescaled by exp(S(old) - S(new)) as the max grows (a zero sum stays zero, so
-    an empty lane never multiplies 0 by an overflowed factor)."""
+def _looped_pass(kernel: FusedKernel, members: list[int], online: dict, printer: Printer,
+                 window: list[str]) -> list[str]:  # fmt: skip
+    """One loop over the row for the reductions of one pass: their values share the loads."""
+    init: list[str] = []
+    loop = list(window)
+    finish: list[str] = []
+    for j in members:
+        reduction = kernel.reductions[j]
+        value = printer.value(reduction.value)
+        loop += printer.take()
+        if j in online:
+            sum_j, shift = online[j]
+            parts = _online_parts(j, sum_j, value, shift, printer.syntax)
+        else:
+            parts = (
+                _loop_init(j, reduction.kind),
+                _loop_combine(j, reduction.kind, value),
+                _loop_finish(j, reduction.kind, kernel.rlen),
+            )
+        init += parts[0]
+        loop += parts[1]
+        finish += parts[2]
+    return [*init, f"for start in range(0, {kernel.rlen}, BLOCK_R):", *_indent(loop), *finish]
+
+
+def _online_parts(i: int, j: int, value: str, shift, syntax) -> tuple[list[str], ...]:
+    """r_i = max(E) and r_j = sum(exp(E - S(r_i))) in one pass (init, loop, finish lines):
+    per-lane running max and sum, the sum rescaled by exp(S(old) - S(new)) as the max grows (a
+    zero sum stays zero, so an empty lane never multiplies 0 by an overflowed factor)."""
 
     def shift_of(name: str, prefix: str) -> tuple[str, list[str]]:
         printer = Printer(syntax, {f"r{i}": name}, prefix=prefix)
@@ -221,23 +233,23 @@ def _online_loop(
 
     kept, kept_lines = rescaled(f"acc{i}", f"new{i}", f"s{i}_")
     s_new = shift_of(f"new{i}", f"s{i}_n")[0]
+    init = [
+        f"acc{i} = tl.full([BLOCK_K, BLOCK_R], {INIT['max']}, tl.float32)",
+        f"acc{j} = tl.zeros([BLOCK_K, BLOCK_R], tl.float32)",
+    ]
     loop = [
-        *loop,
         f"new{i} = tl.maximum(acc{i}, tl.where(mask, {value}, {INIT['max']}))",
         *kept_lines,
         f"acc{j} = {kept} + tl.where(mask, tl.exp({value} - {s_new}), 0.0)",
         f"acc{i} = new{i}",
     ]
     total, total_lines = rescaled(f"acc{i}", f"r{i}", f"t{i}_")
-    return [
-        f"acc{i} = tl.full([BLOCK_K, BLOCK_R], {INIT['max']}, tl.float32)",
-        f"acc{j} = tl.zeros([BLOCK_K, BLOCK_R], tl.float32)",
-        f"for start in range(0, {rlen}, BLOCK_R):",
-        *_indent(loop),
+    finish = [
         f"r{i} = tl.max(acc{i}, axis=1)[:, None]",
         *total_lines,
         f"r{j} = tl.sum({total}, axis=1)[:, None]",
     ]
+    return init, loop, finish
 
 
 def _loop_init(j: int, kind: str) -> list[str]:
@@ -286,13 +298,14 @@ def partial_source(kernel: PartialReduction, gpu: bool) -> str:
         f"mask = r < {kernel.rlen}",
         f"idx = {_full_index(kernel)}",
     ]
-    value = printer.value(kernel.value)
-    body += printer.take()
-    whole = REDUCE[kernel.reduce].format(a=f"tl.where(mask, {value}, {INIT[kernel.reduce]})")
-    part = whole.replace(", axis=1", ", axis=0")
-    if kernel.reduce == "sum":  # into fp64 scratch: see split.SCRATCH_DTYPE
-        part = f"({part}).to(tl.float64)"
-    body += [f"part = {part}", f"{ATOMIC[kernel.reduce]}({kernel.target} + k, part)"]
+    for j, (reduction, target) in enumerate(zip(kernel.reductions, kernel.targets, strict=True)):
+        value = printer.value(reduction.value)
+        body += printer.take()
+        whole = REDUCE[reduction.kind].format(a=f"tl.where(mask, {value}, {INIT[reduction.kind]})")
+        part = whole.replace(", axis=1", ", axis=0")
+        if reduction.kind == "sum":  # into fp64 scratch: see split.SCRATCH_DTYPE
+            part = f"({part}).to(tl.float64)"
+        body += [f"part{j} = {part}", f"{ATOMIC[reduction.kind]}({target} + k, part{j})"]
     return "\n".join([_signature(kernel, ["BLOCK_R"]), *_indent(body)])
 
 
