@@ -57,7 +57,8 @@ def test_pointwise_chains_verify(tmp_path, name):
 
 REDUCE = "(torch.sum(F.relu(x), dim={d}) * 2, torch.mean(x, dim={d}, keepdim=True), " \
     "torch.amax(x, dim={d}), torch.min(x, dim={d}).values, torch.argmax(x, dim={d}), " \
-    "torch.argmin(x, dim={d}), torch.prod(x, dim={d}), torch.var(x, dim={d}))"  # fmt: skip
+    "torch.argmin(x, dim={d}), torch.prod(x, dim={d}), torch.var(x, dim={d}), " \
+    "*torch.var_mean(x, dim={d}))"  # fmt: skip
 
 
 @pytest.mark.parametrize("dim", [-1, 1], ids=["last_dim", "middle_dim"])

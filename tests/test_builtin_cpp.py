@@ -54,7 +54,8 @@ CASES = {
     ),
     "middle_dim_reduction_and_argmax": (
         "(torch.mean(x, dim=1), torch.var(x, dim=1), torch.argmax(x, dim=1), "
-        "torch.argmin(x, dim=-1), torch.max(x, dim=-1).values, torch.max(x, dim=-1).indices)",
+        "torch.argmin(x, dim=-1), torch.max(x, dim=-1).values, torch.max(x, dim=-1).indices, "
+        "*torch.std_mean(x, dim=1, keepdim=True, correction=0))",
         "torch.randn(3, 20, 37)",
         "",
         # strided rows run a chunk of contiguous rows inside the r loop; index outputs are

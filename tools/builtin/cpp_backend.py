@@ -177,6 +177,11 @@ class CppBackend:
             )
         self.device, self.precision = device, precision
 
+    def loops_rows(self, kernel: FusedKernel) -> bool:
+        """Rows too long for the sweeps' row cache are read from memory once per sweep, so a
+        variance's second sweep costs a pass (tools/builtin/shifted.py)."""
+        return bool(kernel.reductions) and kernel.rlen > cpp_rows.MAX_CACHED_ROW
+
     # ------------------------------------------------------------ configs
 
     def params(self, kernel: FusedKernel | GemmKernel) -> list[str]:

@@ -156,6 +156,23 @@ ROW_OPS["var"] = _var_like(False)
 ROW_OPS["std"] = _var_like(True)
 
 
+def _var_mean_like(take_sqrt: bool) -> RowFn:
+    """torch.var_mean and std_mean: (variance or deviation, mean)."""
+
+    def lower(a: RowArgs) -> RowLowering:
+        dims = dims_of(_get(a, 1, "dim"), len(a.in_shape))
+        mean, _ = _moments(a, dims)
+        value = _variance(a, dims)
+        spread = call("sqrt", value) if take_sqrt else value
+        return RowLowering(list(a.in_shape), dims, [spread, mean])
+
+    return lower
+
+
+ROW_OPS["var_mean"] = _var_mean_like(False)
+ROW_OPS["std_mean"] = _var_mean_like(True)
+
+
 @_register("linalg_vector_norm", "norm")
 def _vector_norm(a: RowArgs) -> RowLowering:
     order = _get(a, 1, "ord", 2)
