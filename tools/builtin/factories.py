@@ -18,6 +18,7 @@ FILLS: dict[str, tuple[int | None, float]] = {
     "zeros": (None, 0.0), "zeros_like": (None, 0.0), "new_zeros": (None, 0.0),
     "zero": (None, 0.0), "_efficientzerotensor": (None, 0.0),
     "full": (1, 0.0), "full_like": (1, 0.0), "new_full": (2, 0.0), "scalar_tensor": (0, 0.0),
+    "fill": (1, 0.0),  # fill_ made out of place: its tensor's shape, one value
 }  # fmt: skip
 
 

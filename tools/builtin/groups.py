@@ -163,6 +163,8 @@ class GroupBuilder:
         if held.space == space or (held.space == "acc" and space == "full"):
             if numel(current) != numel(shape):
                 raise FusionError("a value broadcast inside the kernel")
+            if place is not None and list(place) != sorted(place):
+                raise FusionError("a value inside the kernel read with its dims permuted")
             return held.expr
         if held.space == "row" and space == "full":
             strides = _placed(current, shape, place)

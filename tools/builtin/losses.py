@@ -78,6 +78,45 @@ ROW_OPS["smooth_l1_loss"] = _elementwise(_smooth_l1)
 ROW_OPS["huber_loss"] = _elementwise(_huber)
 
 
+def _weighted(a: RowArgs, loss: Expr, i: int) -> Expr:
+    """`loss` times argument i (a weight broadcast over the input) when one is given."""
+    return call("mul", loss, a.full(i, list(a.in_shape))) if a.present(i) else loss
+
+
+@_register("binary_cross_entropy")
+def _binary_cross_entropy(a: RowArgs) -> RowLowering:
+    """-(t log p + (1 - t) log(1 - p)), each log clamped at -100 as torch clamps it."""
+    p, t = a.x(), a.full(1, list(a.in_shape))
+    floor = const(-100.0)
+    log_p = call("max", call("log", p), floor)
+    log_q = call("max", call("log", call("sub", const(1.0), p)), floor)
+    loss = call("neg", call("add", call("mul", t, log_p),
+                            call("mul", call("sub", const(1.0), t), log_q)))  # fmt: skip
+    return _reduced(a, _weighted(a, loss, 2), int(_get(a, 3, "reduction", MEAN)))
+
+
+@_register("binary_cross_entropy_with_logits")
+def _binary_cross_entropy_with_logits(a: RowArgs) -> RowLowering:
+    """(1 - t) x + (1 + (pos_weight - 1) t) (log1p(exp(-|x|)) + max(-x, 0)): stable for
+    logits of either sign, as torch computes it."""
+    x, t = a.x(), a.full(1, list(a.in_shape))
+    softplus_neg = call("add", call("log1p", call("exp", call("neg", call("abs", x)))),
+                        call("max", call("neg", x), const(0.0)))  # fmt: skip
+    if a.present(3):
+        scale = call("sub", a.full(3, list(a.in_shape)), const(1.0))
+        softplus_neg = call("mul", call("add", const(1.0), call("mul", scale, t)), softplus_neg)
+    loss = call("add", call("mul", call("sub", const(1.0), t), x), softplus_neg)
+    return _reduced(a, _weighted(a, loss, 2), int(_get(a, 4, "reduction", MEAN)))
+
+
+@_register("soft_margin_loss")
+def _soft_margin_loss(a: RowArgs) -> RowLowering:
+    """log(1 + exp(-y x))."""
+    margin = call("neg", call("mul", a.full(1, list(a.in_shape)), a.x()))
+    loss = call("log1p", call("exp", margin))
+    return _reduced(a, loss, int(_get(a, 2, "reduction", MEAN)))
+
+
 @_register("nll_loss_forward")
 def _nll_loss(a: RowArgs) -> RowLowering:
     """-(log-probability of each row's target class), over the rows that are not ignored;

@@ -381,3 +381,6 @@ def lower_pointwise(
     if fn is None:
         raise Unsupported(f"aten.{name}")
     return as_expr(fn(args, kwargs))
+
+
+from kernelgraph.tools.builtin import lowering_math  # noqa: E402, F401  (registers more math)

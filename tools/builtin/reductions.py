@@ -68,9 +68,23 @@ def _count(a: RowArgs, dims: list[int]) -> int:
     return math.prod(a.in_shape[d] for d in dims) if a.in_shape else 1
 
 
+def _rows_first(a: RowArgs, dims: list[int]) -> tuple[RowArgs, list[int]]:
+    """Reduced dims that are not adjacent (x.mean(dim=(0, 2))): the input read with the kept
+    dims first and the reduced ones last, so that each row is one run of the space; the rows
+    come out in the kept dims' order, the output's."""
+    if not dims or dims == list(range(dims[0], dims[-1] + 1)):
+        return a, dims
+    rank = len(a.in_shape)
+    order = [d for d in range(rank) if d not in dims] + dims
+    shape = [a.in_shape[d] for d in order]
+    return _Permuted(a, shape, [order.index(d) for d in range(rank)]), list(
+        range(rank - len(dims), rank)
+    )
+
+
 def _simple(kind: str, post: Callable[[Expr, int], Expr] | None = None) -> RowFn:
     def lower(a: RowArgs) -> RowLowering:
-        dims = dims_of(_get(a, 1, "dim"), len(a.in_shape))
+        a, dims = _rows_first(a, dims_of(_get(a, 1, "dim"), len(a.in_shape)))
         value = reduce(kind, a.x())
         if post is not None:
             value = post(value, _count(a, dims))
@@ -145,7 +159,7 @@ def _variance(a: RowArgs, dims: list[int]) -> Expr:
 
 def _var_like(take_sqrt: bool) -> RowFn:
     def lower(a: RowArgs) -> RowLowering:
-        dims = dims_of(_get(a, 1, "dim"), len(a.in_shape))
+        a, dims = _rows_first(a, dims_of(_get(a, 1, "dim"), len(a.in_shape)))
         value = _variance(a, dims)
         return RowLowering(list(a.in_shape), dims, [call("sqrt", value) if take_sqrt else value])
 
@@ -160,7 +174,7 @@ def _var_mean_like(take_sqrt: bool) -> RowFn:
     """torch.var_mean and std_mean: (variance or deviation, mean)."""
 
     def lower(a: RowArgs) -> RowLowering:
-        dims = dims_of(_get(a, 1, "dim"), len(a.in_shape))
+        a, dims = _rows_first(a, dims_of(_get(a, 1, "dim"), len(a.in_shape)))
         mean, _ = _moments(a, dims)
         value = _variance(a, dims)
         spread = call("sqrt", value) if take_sqrt else value
@@ -180,7 +194,7 @@ def _vector_norm(a: RowArgs) -> RowLowering:
         order = float(order.get("f", "nan"))
     if order in (None, "fro"):
         order = 2
-    dims = dims_of(_get(a, 2, "dim"), len(a.in_shape))
+    a, dims = _rows_first(a, dims_of(_get(a, 2, "dim"), len(a.in_shape)))
     x = a.x()
     if order == 2:
         value = call("sqrt", reduce("sum", call("mul", x, x)))
