@@ -49,6 +49,11 @@ CASES = {
         "torch.norm(x, dim=(0, 2)), torch.std(x, dim=(0, 2)) + 1)",
         X,
     ),
+    "aminmax_dist_logsumexp": (
+        "(*torch.aminmax(x, dim=1), torch.dist(x, y), torch.dist(x, y, p=1), "
+        "torch.logsumexp(x, dim=(0, 2)))",
+        XY,
+    ),
     "batch_norm_by_hand": (
         "(x - x.mean(dim=(0, 2, 3), keepdim=True)) / "
         "torch.sqrt(x.var(dim=(0, 2, 3), keepdim=True, unbiased=False) + 1e-5)",

@@ -189,13 +189,22 @@ ROW_OPS["std_mean"] = _var_mean_like(True)
 
 @_register("linalg_vector_norm", "norm")
 def _vector_norm(a: RowArgs) -> RowLowering:
-    order = _get(a, 1, "ord", 2)
+    a, dims = _rows_first(a, dims_of(_get(a, 2, "dim"), len(a.in_shape)))
+    return _norm_of(a, a.x(), _get(a, 1, "ord", 2), dims)
+
+
+@_register("dist")
+def _dist(a: RowArgs) -> RowLowering:
+    """torch.dist(x, y, p): the p-norm of x - y over every element."""
+    difference = call("sub", a.x(), a.full(1, list(a.in_shape)))
+    return _norm_of(a, difference, _get(a, 2, "p", 2), list(range(len(a.in_shape))))
+
+
+def _norm_of(a: RowArgs, x: Expr, order: Any, dims: list[int]) -> RowLowering:
     if isinstance(order, dict):  # non-finite floats are traced as {"f": "inf"}
         order = float(order.get("f", "nan"))
     if order in (None, "fro"):
         order = 2
-    a, dims = _rows_first(a, dims_of(_get(a, 2, "dim"), len(a.in_shape)))
-    x = a.x()
     if order == 2:
         value = call("sqrt", reduce("sum", call("mul", x, x)))
     elif order == 1:
@@ -238,10 +247,17 @@ def _log_softmax(a: RowArgs) -> RowLowering:
 
 @_register("logsumexp")
 def _logsumexp(a: RowArgs) -> RowLowering:
+    a, dims = _rows_first(a, dims_of(_get(a, 1, "dim"), len(a.in_shape)))
     x, m = _row_max(a)
     total = reduce("sum", call("exp", call("sub", x, m)))
-    dims = dims_of(_get(a, 1, "dim"), len(a.in_shape))
     return RowLowering(list(a.in_shape), dims, [call("add", m, call("log", total))])
+
+
+@_register("aminmax")
+def _aminmax(a: RowArgs) -> RowLowering:
+    a, dims = _rows_first(a, dims_of(_get(a, 1, "dim"), len(a.in_shape)))
+    x = a.x()
+    return RowLowering(list(a.in_shape), dims, [reduce("min", x), reduce("max", x)])
 
 
 @_register("native_layer_norm")
