@@ -35,7 +35,9 @@ def _asinh(args, kwargs):
     x = _x(args)  # sign(x) * log1p(|x| + x^2 / (1 + sqrt(x^2 + 1))): no cancellation near 0
     a = call("abs", x)
     square = call("mul", a, a)
-    ratio = call("div", square, call("add", const(1.0), call("sqrt", call("add", square, const(1.0)))))
+    ratio = call(
+        "div", square, call("add", const(1.0), call("sqrt", call("add", square, const(1.0))))
+    )
     magnitude = call("log1p", call("add", a, ratio))
     return call("where", call("lt", x, const(0.0)), call("neg", magnitude), magnitude)
 
