@@ -1,6 +1,6 @@
 """Ops the builtin once refused (found by sweeping torch's functional API): hyperbolic and other
 pointwise math, binary cross-entropy and the margin losses, a fill made in forward, var_mean,
-reductions over dims that are not adjacent.
+reductions over dims that are not adjacent, torch.roll, pixel (un)shuffle.
 Each is written in both DSLs and verified by the real harness against torch."""
 
 from __future__ import annotations
@@ -53,6 +53,11 @@ CASES = {
         "(*torch.aminmax(x, dim=1), torch.dist(x, y), torch.dist(x, y, p=1), "
         "torch.logsumexp(x, dim=(0, 2)))",
         XY,
+    ),
+    "roll_and_pixel_shuffle": (
+        "(torch.roll(x, 1, dims=2) * 2, torch.roll(x, (3, -2), dims=(1, 3)), torch.roll(x, 7) + 1, "
+        "torch.relu(F.pixel_shuffle(x, 2)), F.pixel_unshuffle(x.transpose(2, 3), 2))",
+        "torch.randn(2, 8, 4, 6)",
     ),
     "batch_norm_by_hand": (
         "(x - x.mean(dim=(0, 2, 3), keepdim=True)) / "

@@ -53,8 +53,67 @@ def _flip(op: dict[str, Any], index: Expr, shape: list[int], source: Value) -> E
     return flipped_offset(index, shape, source.strides, list(op["argv"][1]))
 
 
+def _coords(index: Expr, shape: list[int]) -> list[Expr]:
+    """Each dim's coordinate of element `index` of a contiguous `shape`."""
+    coords, inner = [], math.prod(shape)
+    for d, size in enumerate(shape):
+        inner //= size
+        at = _ix("idiv", index, inner)
+        coords.append(at if d == 0 else _ix("imod", at, size))
+    return coords
+
+
+def _at(coords: list[Expr], strides: list[int]) -> Expr:
+    """The memory offset of per-dim coordinates `coords` under `strides`."""
+    terms = [_ix("imul", c, s) for c, s in zip(coords, strides, strict=True) if s != 0]
+    offset = terms[0] if terms else const(0)
+    for term in terms[1:]:
+        offset = Expr("iadd", (offset, term))
+    return offset
+
+
+def _roll(op: dict[str, Any], index: Expr, shape: list[int], source: Value) -> Expr:
+    """torch.roll: position c along a rolled dim reads (c - shift) mod size; without dims the
+    flattened tensor rolls."""
+    argv = list(op["argv"]) + [[]] * (3 - len(op["argv"]))
+    shifts, dims = list(argv[1]), list(argv[2])
+    if not dims:
+        total = math.prod(shape)
+        back = _ix("imod", Expr("iadd", (index, const(-shifts[0] % total))), total)
+        return offset_of(back, shape, source.strides)
+    coords = _coords(index, shape)
+    for shift, dim in zip(shifts, dims, strict=True):
+        d, size = dim % len(shape), shape[dim % len(shape)]
+        if shift % size:
+            coords[d] = _ix("imod", Expr("iadd", (coords[d], const(-shift % size))), size)
+    return _at(coords, source.strides)
+
+
+def _pixel_shuffle(op: dict[str, Any], index: Expr, shape: list[int], source: Value) -> Expr:
+    """[.., C, H r, W r] from [.., C r r, H, W]: out (c, h r + i, w r + j) reads channel
+    c r r + i r + j at (h, w)."""
+    r = int(op["argv"][1])
+    *lead, c, y, x = _coords(index, shape)
+    channel = Expr("iadd", (_ix("imul", c, r * r), Expr("iadd", (_ix("imul", _ix("imod", y, r), r),
+                                                                 _ix("imod", x, r)))))  # fmt: skip
+    return _at([*lead, channel, _ix("idiv", y, r), _ix("idiv", x, r)], source.strides)
+
+
+def _pixel_unshuffle(op: dict[str, Any], index: Expr, shape: list[int], source: Value) -> Expr:
+    """[.., C r r, H, W] from [.., C, H r, W r]: the inverse of pixel_shuffle."""
+    r = int(op["argv"][1])
+    *lead, channel, y, x = _coords(index, shape)
+    i, j = _ix("imod", _ix("idiv", channel, r), r), _ix("imod", channel, r)
+    rows = Expr("iadd", (_ix("imul", y, r), i))
+    cols = Expr("iadd", (_ix("imul", x, r), j))
+    return _at([*lead, _ix("idiv", channel, r * r), rows, cols], source.strides)
+
+
 GATHERS["repeat"] = _repeat
 GATHERS["flip"] = _flip
+GATHERS["roll"] = _roll
+GATHERS["pixel_shuffle"] = _pixel_shuffle
+GATHERS["pixel_unshuffle"] = _pixel_unshuffle
 
 
 FILLS = {"zeros": 0.0, "zeros_like": 0.0, "new_zeros": 0.0, "ones": 1.0, "ones_like": 1.0,
