@@ -110,14 +110,21 @@ class FusedKernel:
             if sum_.kind != "sum" or value.op != "exp" or value.args[0].op != "sub":
                 continue
             e, shift = value.args[0].args
-            used = {n.attr for n in walk(shift) if n.op == "var"}
-            for i, max_ in enumerate(self.reductions[:j]):
-                if i in pairs or max_.kind != "max" or max_.value != e:
-                    continue
-                if used == {f"r{i}"} and not loads(shift):
-                    pairs[i] = (j, shift)
-                    break
+            i = self.earlier_over(j, "max", e, shift, pairs)
+            if i is not None:
+                pairs[i] = (j, shift)
         return pairs
+
+    def earlier_over(self, j: int, kind: str, e: Expr, shift: Expr, taken) -> int | None:
+        """The first reduction before j, of `kind` over `e` and not in `taken`, that `shift`
+        is a function of alone (no other row value, no load)."""
+        used = {n.attr for n in walk(shift) if n.op == "var"}
+        for i, reduction in enumerate(self.reductions[:j]):
+            if i in taken or reduction.kind != kind or reduction.value != e:
+                continue
+            if used == {f"r{i}"} and not loads(shift):
+                return i
+        return None
 
 
 @dataclass

@@ -18,8 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from kernelgraph.tools.builtin.expr import Expr, Load, call, const, is_const, loads, substitute, var
-from kernelgraph.tools.builtin.expr import walk as nodes
+from kernelgraph.tools.builtin.expr import Expr, Load, call, const, is_const, substitute, var
 from kernelgraph.tools.builtin.kernels import FusedKernel, Reduction, Store
 from kernelgraph.tools.builtin.program import Program
 
@@ -43,13 +42,9 @@ def variance_pairs(kernel: FusedKernel) -> dict[int, tuple[int, Expr]]:
         if deviation is None or deviation.op != "sub":
             continue
         e, shift = deviation.args
-        used = {n.attr for n in nodes(shift) if n.op == "var"}
-        for i, mean_sum in enumerate(kernel.reductions[:j]):
-            if i in pairs or mean_sum.kind != "sum" or mean_sum.value != e:
-                continue
-            if used == {f"r{i}"} and not loads(shift):
-                pairs[i] = (j, shift)
-                break
+        i = kernel.earlier_over(j, "sum", e, shift, pairs)
+        if i is not None:
+            pairs[i] = (j, shift)
     return pairs
 
 
