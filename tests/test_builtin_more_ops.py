@@ -1,6 +1,6 @@
 """Ops the builtin once refused (found by sweeping torch's functional API): hyperbolic and other
 pointwise math, binary cross-entropy and the margin losses, a fill made in forward, var_mean,
-reductions over dims that are not adjacent, torch.roll, pixel (un)shuffle.
+reductions over dims that are not adjacent, torch.roll, pixel (un)shuffle, reflect and replicate pads.
 Each is written in both DSLs and verified by the real harness against torch."""
 
 from __future__ import annotations
@@ -58,6 +58,11 @@ CASES = {
         "(torch.roll(x, 1, dims=2) * 2, torch.roll(x, (3, -2), dims=(1, 3)), torch.roll(x, 7) + 1, "
         "torch.relu(F.pixel_shuffle(x, 2)), F.pixel_unshuffle(x.transpose(2, 3), 2))",
         "torch.randn(2, 8, 4, 6)",
+    ),
+    "reflect_and_replicate_pads": (
+        "(F.pad(x, (2, 3, 1, 2), mode='reflect') * 2, F.pad(x, (3, 1, 2, 2), mode='replicate'), "
+        "F.pad(x[0], (1, 2), mode='reflect'), F.pad(x.unsqueeze(0), (1, 1, 2, 0, 1, 1), mode='replicate'))",
+        "torch.randn(2, 3, 5, 6)",
     ),
     "batch_norm_by_hand": (
         "(x - x.mean(dim=(0, 2, 3), keepdim=True)) / "

@@ -34,6 +34,9 @@ _CALLS = {"exp": "kg_exp", "sigmoid": "kg_sigmoid", "tanh": "kg_tanh", "erf": "k
 class CppSyntax:
     index_symbols = {"idiv": "/", "imod": "%", "imul": "*", "iadd": "+"}
 
+    def index_abs(self, x: str) -> str:
+        return f"std::abs({x})"
+
     def primitive(self, op: str, a: list[str]) -> str:
         if (text := operator_or_call(op, a, _BINARY, _CALLS)) is not None:
             return text
@@ -71,11 +74,14 @@ class CppSyntax:
 
 
 def _bound(e: Expr, limits: dict[str, int]) -> int:
-    """An upper bound of an integer offset expression, given the bounds of its variables."""
+    """A bound of the magnitude of an integer offset expression (of any of its intermediate
+    values too), given the bounds of its variables."""
     if e.op == "const":
-        return int(e.attr)
+        return abs(int(e.attr))
     if e.op == "var":
         return limits.get(e.attr, INT32_LIMIT + 1)
+    if e.op == "iabs":
+        return _bound(e.args[0], limits)
     a, b = (_bound(x, limits) for x in e.args)
     return {"idiv": a // max(b, 1), "imod": min(a, b - 1), "imul": a * b, "iadd": a + b}[e.op]
 

@@ -18,7 +18,7 @@ UNARY = frozenset(
 )
 BINARY = frozenset("add sub mul div max min pow lt le gt ge eq ne and or fmod".split())
 TERNARY = frozenset({"where"})
-INDEX_OPS = frozenset({"idiv", "imod", "imul", "iadd"})  # integer offset arithmetic
+INDEX_OPS = frozenset({"idiv", "imod", "imul", "iadd", "iabs"})  # integer offset arithmetic
 REDUCTIONS = frozenset("sum max min prod argmax argmin".split())  # over the reduced axis
 
 

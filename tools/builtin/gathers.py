@@ -109,11 +109,51 @@ def _pixel_unshuffle(op: dict[str, Any], index: Expr, shape: list[int], source: 
     return _at([*lead, _ix("idiv", channel, r * r), rows, cols], source.strides)
 
 
+def _twice_max0(i: Expr) -> Expr:
+    return Expr("iadd", (i, Expr("iabs", (i,))))  # 2 max(i, 0)
+
+
+def _replicated(i: Expr, size: int) -> Expr:
+    """i clamped to [0, size - 1]: min(max(i, 0), size - 1) as halves of sums with |.|."""
+    low = _ix("idiv", _twice_max0(i), 2)
+    gap = Expr("iadd", (low, const(1 - size)))  # low - (size - 1)
+    return _ix("idiv", Expr("iadd", (Expr("iadd", (low, const(size - 1))),
+                                      _ix("imul", Expr("iabs", (gap,)), -1))), 2)  # fmt: skip
+
+
+def _reflected(i: Expr, size: int) -> Expr:
+    """i mirrored into [0, size - 1] about both ends (no edge repeated): (n - |n - |i||) with
+    n = size - 1, for i within one size of the input."""
+    far = Expr("iadd", (_ix("imul", Expr("iabs", (i,)), -1), const(size - 1)))
+    return Expr("iadd", (_ix("imul", Expr("iabs", (far,)), -1), const(size - 1)))
+
+
+def _edge_pad(fold: Callable[[Expr, int], Expr]) -> Gather:
+    """F.pad's reflect and replicate modes: each padded coordinate reads the input at
+    `fold(coordinate - leading pad, size)`."""
+
+    def gather(op: dict[str, Any], index: Expr, shape: list[int], source: Value) -> Expr:
+        pads = list(op["argv"][1])
+        coords = _coords(index, shape)
+        rank = len(shape)
+        for back in range(len(pads) // 2):
+            d = rank - 1 - back  # pads list (before, after) pairs from the last dim backwards
+            before, size = pads[2 * back], source.shape[d]
+            if before or pads[2 * back + 1]:
+                coords[d] = fold(Expr("iadd", (coords[d], const(-before))), size)
+        return _at(coords, source.strides)
+
+    return gather
+
+
 GATHERS["repeat"] = _repeat
 GATHERS["flip"] = _flip
 GATHERS["roll"] = _roll
 GATHERS["pixel_shuffle"] = _pixel_shuffle
 GATHERS["pixel_unshuffle"] = _pixel_unshuffle
+for _d in (1, 2, 3):
+    GATHERS[f"reflection_pad{_d}d"] = _edge_pad(_reflected)
+    GATHERS[f"replication_pad{_d}d"] = _edge_pad(_replicated)
 
 
 FILLS = {"zeros": 0.0, "zeros_like": 0.0, "new_zeros": 0.0, "ones": 1.0, "ones_like": 1.0,

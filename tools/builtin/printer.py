@@ -24,6 +24,8 @@ class Syntax(Protocol):
 
     index_symbols: dict[str, str]  # idiv imod imul iadd
 
+    def index_abs(self, x: str) -> str: ...  # iabs, the one unary index op
+
 
 def operator_or_call(op: str, args: list[str], binary: dict, calls: dict) -> str | None:
     """`(a OP b)` for an infix operator, `f(a, ...)` for a function, None for neither: the part
@@ -68,6 +70,8 @@ class Printer:
             return str(int(e.attr))
         if e.op == "var":
             return self.names.get(e.attr, e.attr)
+        if e.op == "iabs":
+            return self.syntax.index_abs(self.index(e.args[0]))
         a, b = (self.index(x) for x in e.args)
         symbol = self.syntax.index_symbols[e.op]
         return f"({a} {symbol} {b})"

@@ -36,6 +36,9 @@ def _multiply(a, b):
 class TritonSyntax:
     index_symbols = {"idiv": "//", "imod": "%", "imul": "*", "iadd": "+"}
 
+    def index_abs(self, x: str) -> str:
+        return f"tl.abs({x})"
+
     def __init__(self, gpu: bool) -> None:
         self.gpu = gpu
 
