@@ -84,6 +84,9 @@ MADE = {
                       "torch.arange("),  # the sign of the divisor, as Python's %
     "new_full_and_zeros": ("torch.relu(x) + x.new_full((3, 5), 0.25) - torch.zeros(5)",
                            "torch.randn(3, 5)", "torch.full("),
+    # empty, then filled whole (as hinge_embedding_loss does): the fill is the tensor
+    "filled_empty": ("x + torch.empty(3, 2).fill_(1.5) * torch.empty_like(x).fill_(2.0)",
+                     "torch.randn(3, 2)", "torch.full("),
 }  # fmt: skip
 
 
@@ -102,8 +105,13 @@ def test_tensors_made_in_forward_are_made_in_the_kernel_file_and_verify(tmp_path
     assert verdict.passed, verdict.message
 
 
-def test_uninitialised_memory_made_in_forward_is_unsupported(tmp_path):
-    task = task_file(tmp_path, "x + torch.empty(3, 2).fill_(1.0)", "torch.randn(3, 2)")
+@pytest.mark.parametrize(
+    "forward",
+    ["x + torch.empty(3, 2)", "x + (lambda e: (e[0].fill_(1.0), e)[1])(torch.empty(3, 2))"],
+    ids=["read_as_made", "filled_in_part"],
+)
+def test_uninitialised_memory_made_in_forward_is_unsupported(tmp_path, forward):
+    task = task_file(tmp_path, forward, "torch.randn(3, 2)")
     with pytest.raises(Unsupported) as info:
         generate(task, "triton", tmp_path)
     assert "made in forward" in str(info.value)
