@@ -81,7 +81,7 @@ def test_statistics_in_one_read_of_the_row_verify(tmp_path, monkeypatch, name, s
         assert all(len(k.passes()) == 1 for k in stats)
         writes = any(s.space == "full" for s in stats[0].stores)
         source = code.split(f"def {stats[0].name}(")[1].split("@triton.jit")[0]
-        assert len(re.findall(r"for start in range", source)) == 1 + writes
+        assert len(re.findall(r"for (start|back) in range", source)) == 1 + writes
     verdict = _verify(task, code, tmp_path)
     assert verdict.passed, verdict.message
 

@@ -24,6 +24,7 @@ from kernelgraph.tools.builtin.scans import ScanKernel
 
 SMS = 132  # streaming multiprocessors of an H100 SXM: "too few programs" is relative to this
 MAX_PERSISTENT_R = 32768  # longer rows loop: softmax's max and sum online, in one pass
+LOOPED_BLOCK_R = 16384  # a looped row's block when it has one reduction (32 fp32 a thread)
 INTERPRETER_BLOCK = 1 << 16
 STRIDED_TILE = 16384  # elements of a strided persistent tile (BLOCK_K x BLOCK_R), H100 sweep
 # fp32 products, fastest first: three TF32 tensor-core products per fp32 one (fp32-accurate,
@@ -133,9 +134,11 @@ class TritonBackend:
                 block_k = max(16, min(64, STRIDED_TILE // block_r))
                 return {"BLOCK_K": min(block_k, next_pow2(kernel.rows)), "BLOCK_R": block_r,
                         "num_warps": 8}  # fmt: skip
-            block_k = min(next_pow2(kernel.rows), 64)
-            return {"BLOCK_K": block_k, "BLOCK_R": min(next_pow2(kernel.rlen), 8), "num_warps": 8}
-        if kernel.rlen > MAX_PERSISTENT_R:
+            block_k = min(next_pow2(kernel.rows), 128)  # H200 probe: 128 x 64 tiles, 8 warps
+            return {"BLOCK_K": block_k, "BLOCK_R": min(next_pow2(kernel.rlen), 64), "num_warps": 8}
+        if kernel.rlen > MAX_PERSISTENT_R:  # H200: 16384 x 16 warps only paid with one reduction
+            if len(kernel.reductions) == 1:
+                return {"BLOCK_K": 1, "BLOCK_R": LOOPED_BLOCK_R, "num_warps": 16}
             return {"BLOCK_K": 1, "BLOCK_R": 4096, "num_warps": 8}
         block_r = next_pow2(kernel.rlen)
         block_k = max(1, min(next_pow2(kernel.rows), 2048 // block_r))
@@ -178,7 +181,7 @@ class TritonBackend:
         if kernel.inner > 1:
             return {"BLOCK_K": [32, 64, 128], "BLOCK_R": [8, 16, 32, 64], "num_warps": [4, 8]}
         if kernel.rlen > MAX_PERSISTENT_R:
-            return {"BLOCK_R": [2048, 4096, 8192], "num_warps": [4, 8, 16]}
+            return {"BLOCK_R": [4096, 8192, 16384], "num_warps": [8, 16]}
         block_r = next_pow2(kernel.rlen)
         ks = sorted({max(1, 2048 // block_r) * f for f in (1, 2, 4)} | {1})
         return {"BLOCK_K": ks, "num_warps": [4, 8, 16]}

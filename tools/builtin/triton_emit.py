@@ -161,9 +161,11 @@ def row_source(kernel: FusedKernel, gpu: bool, persistent: bool) -> str:
             full_lines += fulls.take() + [f"tl.store({store.arg} + idx, {value}, mask=mask)"]
     if full_lines and persistent:
         body += full_lines
-    elif full_lines:
-        loop = [line.format(start="start + ") for line in window] + full_lines
-        body += [f"for start in range(0, {kernel.rlen}, BLOCK_R):", *_indent(loop)]
+    elif full_lines:  # backwards: the row's last blocks, read last before, may still be in L2
+        steps = f"tl.cdiv({kernel.rlen}, BLOCK_R)"
+        loop = [f"start = ({steps} - 1 - back) * BLOCK_R"]
+        loop += [line.format(start="start + ") for line in window] + full_lines
+        body += [f"for back in range(0, {steps}):", *_indent(loop)]
     signature = _signature(kernel, ["BLOCK_K", "BLOCK_R"])
     return "\n".join([signature, *_indent(body)])
 
