@@ -104,6 +104,22 @@ def middle_sum_kernel(x, out, r_len, c_len, BLOCK_C: tl.constexpr, BLOCK_R: tl.c
 REP_MS = 60
 
 
+@triton.jit
+def middle_sum_flat_kernel(x, out, rows, r_len, c_len, BLOCK_K: tl.constexpr,
+                           BLOCK_R: tl.constexpr):  # fmt: skip
+    """As the builtin indexed strided rows before: a block of consecutive (outer, inner) rows,
+    whose `k % c_len` hides from Triton that the loads are contiguous."""
+    k = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)[:, None]
+    acc = tl.zeros([BLOCK_K, BLOCK_R], tl.float32)
+    for s in range(0, r_len, BLOCK_R):
+        r = s + tl.arange(0, BLOCK_R)[None, :]
+        mask = (k < rows) & (r < r_len)
+        idx = (k // c_len) * (r_len * c_len) + r * c_len + k % c_len
+        acc += tl.load(x + idx, mask=mask, other=0.0)
+    kk = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)
+    tl.store(out + kk, tl.sum(acc, axis=1), mask=kk < rows)
+
+
 def median_ms(fn) -> float:
     return triton.testing.do_bench(fn, warmup=5, rep=REP_MS, return_mode="median")
 
@@ -143,28 +159,37 @@ def probe_middle_sum(b: int, r: int, c: int, variants, emit) -> None:
     emit({"case": "middle_sum", "variant": "eager", "ms": median_ms(lambda: x.sum(dim=1)),
           "gb_min": gb})  # fmt: skip
     out = torch.empty_like(expected)
-    for block_c, block_r, warps in variants:
+    for block_c, block_r, warps, *flat in variants:
         grid = (triton.cdiv(c, block_c), b)
 
-        def run(grid=grid, bc=block_c, br=block_r, w=warps):
-            middle_sum_kernel[grid](x, out, r, c, BLOCK_C=bc, BLOCK_R=br, num_warps=w)
+        def run(grid=grid, bc=block_c, br=block_r, w=warps, flat=bool(flat)):
+            if flat:
+                flat_grid = (triton.cdiv(b * c, bc),)
+                middle_sum_flat_kernel[flat_grid](x, out, b * c, r, c, BLOCK_K=bc, BLOCK_R=br,
+                                                  num_warps=w)  # fmt: skip
+            else:
+                middle_sum_kernel[grid](x, out, r, c, BLOCK_C=bc, BLOCK_R=br, num_warps=w)
 
         run()
         ok = torch.allclose(out, expected, rtol=1e-4, atol=1e-2)
-        emit({"case": "middle_sum", "variant": f"c={block_c} r={block_r} warps={warps}",
+        emit({"case": "middle_sum", "variant": f"c={block_c} r={block_r} warps={warps}"
+              + (" flat" if flat else ""),
               "ok": ok, "ms": median_ms(run), "gb_min": gb})  # fmt: skip
 
 
-MIDDLE = {  # (BLOCK_C, BLOCK_R, num_warps)
+MIDDLE = {  # (BLOCK_C, BLOCK_R, num_warps[, "flat": indexed as the builtin did before])
     "sweep": [(64, 8, 8), (64, 16, 4), (128, 8, 4), (128, 8, 8), (128, 16, 8), (128, 32, 8),
               (256, 4, 4), (256, 8, 8), (256, 16, 8), (512, 4, 8), (512, 8, 8), (32, 32, 4)],
     "ab": [(64, 8, 8), (128, 32, 8), (128, 64, 8), (64, 32, 4)],
+    "flat": [(64, 8, 8, "flat"), (128, 64, 8, "flat"), (64, 64, 4, "flat"), (64, 8, 8),
+             (128, 64, 8), (64, 64, 4)],
 }  # fmt: skip
 L1NORM = {  # (programs per SM or 0: one per row, reverse, aligned, BLOCK, num_warps)
     "sweep": [(p, rev, al, block, warps) for p in (0, 1, 2, 4) for rev in (False, True)
               for al in (False, True) for block, warps in ((4096, 8), (8192, 16), (16384, 16))],
     "ab": [(0, False, False, 4096, 8), (0, False, False, 8192, 16), (0, True, False, 8192, 16),
            (0, False, False, 16384, 16), (0, True, False, 16384, 16)],
+    "flat": [],
 }  # fmt: skip
 
 
@@ -172,7 +197,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--rows", type=int, default=32768)
-    parser.add_argument("--set", choices=["sweep", "ab"], default="sweep")
+    parser.add_argument("--set", choices=["sweep", "ab", "flat"], default="sweep")
     parser.add_argument("--repeat", type=int, default=1, help="run the set this many times")
     parser.add_argument("--rep-ms", type=int, default=60, help="do_bench's timing window")
     args = parser.parse_args()
@@ -189,7 +214,8 @@ def main() -> None:
 
         for _ in range(args.repeat):
             probe_middle_sum(128, 4096, 4095, MIDDLE[args.set], emit)
-            probe_l1norm(args.rows, 65535, L1NORM[args.set], emit)
+            if L1NORM[args.set]:
+                probe_l1norm(args.rows, 65535, L1NORM[args.set], emit)
 
 
 if __name__ == "__main__":

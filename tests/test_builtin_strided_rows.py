@@ -1,0 +1,45 @@
+"""Rows strided in memory (reductions over a middle axis, as KernelBench's dim-1 reductions and
+RMS norm), read whole or in a loop, in blocks of rows that cross an outer index: generated and
+verified by the real harness under the Triton interpreter."""
+
+from __future__ import annotations
+
+import pytest
+from builtin_helpers import verify_forward
+
+X = "torch.randn(3, 37, 45)"  # outer 3, rows of 37, inner 45: a block of 16 leaves 13 at the end
+CASES = {
+    "mean": "torch.mean(x, dim=1)",
+    "argmin": "torch.argmin(x, dim=1)",
+    "amax_keepdim_and_use": "x - torch.amax(x, dim=1, keepdim=True)",
+    "softmax": "torch.softmax(x * 2, dim=1)",
+    "variance": "torch.var(x, dim=1)",
+    "rms_norm": "x / torch.sqrt(torch.mean(x * x, dim=1, keepdim=True) + 1e-5)",
+}
+BLOCKS = {  # BLOCK_K (16 rows: blocks cross an outer index), BLOCK_R (16 < 37: a loop)
+    "looped": (16, 16),
+    "whole_row": (16, 64),
+}
+
+
+def _blocks(block_k: int, block_r: int):
+    def tweak(config: dict) -> None:
+        for params in config.values():
+            if "BLOCK_K" in params:
+                params["BLOCK_K"] = block_k
+                params["BLOCK_R"] = min(params["BLOCK_R"], block_r)
+
+    return tweak
+
+
+@pytest.mark.parametrize("blocks", list(BLOCKS))
+@pytest.mark.parametrize("name", list(CASES))
+def test_strided_rows_verify(tmp_path, name, blocks):
+    verify_forward(tmp_path, "triton", CASES[name], X, tweak=_blocks(*BLOCKS[blocks]))
+
+
+def test_looped_strided_rows_written_backwards_verify(tmp_path):
+    code = verify_forward(
+        tmp_path, "triton", "x / torch.sum(x.abs(), dim=1, keepdim=True)", X, tweak=_blocks(16, 16)
+    )
+    assert "for back in range" in code
