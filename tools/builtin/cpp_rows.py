@@ -15,6 +15,8 @@ What does not vary along r is hoisted out of the sweeps (per-row loads, 1 / sum,
 
 from __future__ import annotations
 
+import dataclasses
+
 from kernelgraph.tools.builtin.cpp_emit import (
     MAX_WIDTH,
     MIN_ROW,
@@ -115,11 +117,11 @@ class RowKernel:
     def __init__(self, kernel: FusedKernel) -> None:
         if kernel.inner == 1:  # per-row operands become row values (hoisted) where they can
             split = lambda e: split_index(e, kernel.rlen)  # noqa: E731
-            kernel = FusedKernel(
-                kernel.name, kernel.outer, kernel.rlen, 1, kernel.inputs, kernel.outputs,
-                [Reduction(red.kind, split(red.value)) for red in kernel.reductions],
-                [Store(s.arg, split(s.value), s.space) for s in kernel.stores], kernel.kind,
-            )  # fmt: skip
+            kernel = dataclasses.replace(
+                kernel,
+                reductions=[Reduction(red.kind, split(red.value)) for red in kernel.reductions],
+                stores=[Store(s.arg, split(s.value), s.space) for s in kernel.stores],
+            )
         self.kernel, self.strided = kernel, kernel.inner > 1
         self.wide = not self.strided and kernel.rows < WIDE_ROWS and kernel.rlen >= WIDE_RLEN
         sub = 0 if self.strided else split_length(_exprs(kernel), "r")

@@ -101,6 +101,23 @@ ROW_OPS["amin"] = _simple("min")
 ROW_OPS["prod"] = _simple("prod")
 
 
+def _truth(kind: str) -> RowFn:
+    """any, all and count_nonzero: max, min and sum of (x != 0) as 0.0 or 1.0 (a float sum
+    counts exactly up to 2**24 per row)."""
+
+    def lower(a: RowArgs) -> RowLowering:
+        a, dims = _rows_first(a, dims_of(_get(a, 1, "dim"), len(a.in_shape)))
+        nonzero = call("to_float", call("ne", a.x(), const(0)))
+        return RowLowering(list(a.in_shape), dims, [reduce(kind, nonzero)])
+
+    return lower
+
+
+ROW_OPS["any"] = _truth("max")
+ROW_OPS["all"] = _truth("min")
+ROW_OPS["count_nonzero"] = _truth("sum")
+
+
 def _value_and_index(kind: str) -> RowFn:
     def lower(a: RowArgs) -> RowLowering:
         dims = dims_of(_get(a, 1, "dim"), len(a.in_shape))
