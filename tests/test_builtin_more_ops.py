@@ -69,6 +69,7 @@ CASES = {
         "torch.sqrt(x.var(dim=(0, 2, 3), keepdim=True, unbiased=False) + 1e-5)",
         "torch.randn(3, 4, 5, 6) * 2 + 1",
     ),
+    "glu": ("(F.glu(x, dim=1), F.glu(x * 2, dim=-1), F.glu(torch.tanh(x), dim=0))", X),
     "truth_reductions": (
         "(torch.any(x > 0.5, dim=1), torch.all(x > -1.5, dim=2), torch.count_nonzero(x > 0, dim=1), "
         "torch.any(x > 2.0), torch.all(x.abs() < 9.0), torch.count_nonzero(torch.relu(x), dim=(0, 2)))",

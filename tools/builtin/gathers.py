@@ -281,4 +281,21 @@ def stack_value(builder, op: dict[str, Any], index: Expr, shape: list[int]) -> E
     return result
 
 
-CONCATS = {"cat": cat_value, "stack": stack_value, "constant_pad_nd": pad_value}
+def glu_value(builder, op: dict[str, Any], index: Expr, shape: list[int]) -> Expr:
+    """F.glu of a tensor made outside the kernel: the first half along the dim times the
+    sigmoid of the second, both read at the element's coordinates."""
+    source = op["argv"][0]
+    if builder.ctx.chain(source)[0] in builder.env:
+        raise FusionError("glu of a value inside the kernel")
+    value = builder.ctx.external(source)
+    dim = (op["argv"][1] if len(op["argv"]) > 1 else op.get("kwargv", {}).get("dim", -1)) % len(
+        shape
+    )
+    first = offset_of(index, shape, value.strides)
+    second = Expr("iadd", (first, const(shape[dim] * value.strides[dim])))
+    arg = builder._arg(value)
+    a, b = (Expr("load", attr=Load(arg, at, "full")) for at in (first, second))
+    return call("mul", a, call("sigmoid", b))
+
+
+CONCATS = {"cat": cat_value, "stack": stack_value, "constant_pad_nd": pad_value, "glu": glu_value}
