@@ -6,7 +6,7 @@ Each is written in both DSLs and verified by the real harness against torch."""
 from __future__ import annotations
 
 import pytest
-from builtin_helpers import verify_forward
+from builtin_helpers import builtin_generator, task_file, verify_forward
 
 M = "torch.randn(8, 12), torch.randn(8, 12)"
 X = "torch.randn(4, 6, 10)"
@@ -70,6 +70,12 @@ CASES = {
         "torch.randn(3, 4, 5, 6) * 2 + 1",
     ),
     "glu": ("(F.glu(x, dim=1), F.glu(x * 2, dim=-1), F.glu(torch.tanh(x), dim=0))", X),
+    "inverse_trigonometry": (
+        "(torch.atan(x * 3), torch.asin(torch.tanh(x)), torch.acos(torch.tanh(x) * 0.999), "
+        "torch.atan2(x, y), torch.atan2(x, torch.zeros_like(y)), torch.atan2(torch.zeros_like(x), y), "
+        "torch.asin(x), torch.atan(x * 1e4))",
+        XY,
+    ),
     "truth_reductions": (
         "(torch.any(x > 0.5, dim=1), torch.all(x > -1.5, dim=2), torch.count_nonzero(x > 0, dim=1), "
         "torch.any(x > 2.0), torch.all(x.abs() < 9.0), torch.count_nonzero(torch.relu(x), dim=(0, 2)))",
@@ -83,3 +89,17 @@ CASES = {
 def test_newly_written_ops_verify(tmp_path, dsl, name):
     forward, inputs = CASES[name]
     verify_forward(tmp_path, dsl, forward, inputs)
+
+
+@pytest.mark.parametrize(
+    ("forward", "definitions"),
+    [("(torch.atan(x), torch.atan(torch.sum(x, dim=1)))", 1), ("torch.tanh(x)", 0)],
+)
+def test_a_jit_helper_is_defined_once_and_only_where_a_kernel_calls_it(
+    tmp_path, forward, definitions
+):
+    task = task_file(tmp_path, forward, X)
+    generator = builtin_generator(task, "triton", tmp_path, device="cuda")
+    code = generator.code(generator.default_config())
+    assert code.count("def _atan(") == definitions
+    compile(code, "kernel.py", "exec")  # one module, its names defined before use

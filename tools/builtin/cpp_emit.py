@@ -28,7 +28,7 @@ _CALLS = {"exp": "kg_exp", "sigmoid": "kg_sigmoid", "tanh": "kg_tanh", "erf": "k
           "log": "kg_log", "sqrt": "std::sqrt", "abs": "std::fabs", "floor": "std::floor",
           "ceil": "std::ceil", "round": "std::nearbyint", "trunc": "std::trunc", "sin": "std::sin",
           "cos": "std::cos", "log1p": "kg_log1p", "expm1": "kg_expm1", "fmod": "std::fmod",
-          "pow": "std::pow"}  # fmt: skip
+          "pow": "std::pow", "atan": "std::atan"}  # fmt: skip
 
 
 class CppSyntax:

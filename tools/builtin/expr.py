@@ -14,7 +14,7 @@ from typing import Any
 # Primitive ops and their arity. Printers must know every one of them.
 UNARY = frozenset(
     "neg exp log sqrt rsqrt abs erf tanh floor ceil round trunc sin cos log1p expm1 not isnan "
-    "to_float to_bool sigmoid".split()
+    "to_float to_bool sigmoid atan".split()
 )
 BINARY = frozenset("add sub mul div max min pow lt le gt ge eq ne and or fmod".split())
 TERNARY = frozenset({"where"})

@@ -1,6 +1,7 @@
 """More pointwise math, written with the primitives every printer already knows (so both DSLs
-get them at once): hyperbolic functions, erfc, hypot, frac, floor division, logit, and
-log-sigmoid's forward as autograd traces it. Registered into lowering.POINTWISE."""
+get them at once): hyperbolic and inverse trigonometric functions, erfc, hypot, frac, floor
+division, logit, and log-sigmoid's forward as autograd traces it. Registered into
+lowering.POINTWISE."""
 
 from __future__ import annotations
 
@@ -87,3 +88,32 @@ def _logit(args, kwargs):
 
 # autograd traces F.logsigmoid as (output, buffer); only the output is ever read
 POINTWISE["log_sigmoid_forward"] = lambda args, kwargs: call("neg", softplus(call("neg", _x(args))))
+
+
+PI = 3.141592653589793
+
+
+def atan2(y: Expr, x: Expr) -> Expr:
+    """atan(y / x) moved into the quadrant of (x, y); on the y axis +-pi/2, at the origin 0."""
+    base = call("atan", call("div", y, x))
+    left = call("where", call("lt", y, const(0.0)), call("sub", base, const(PI)),
+                call("add", base, const(PI)))  # fmt: skip
+    axis = call("where", call("gt", y, const(0.0)), const(PI / 2),
+                call("where", call("lt", y, const(0.0)), const(-PI / 2), const(0.0)))  # fmt: skip
+    quadrant = call("where", call("lt", x, const(0.0)), left, base)
+    return call("where", call("eq", x, const(0.0)), axis, quadrant)
+
+
+def _cosine_of_sine(x: Expr) -> Expr:
+    """sqrt(1 - x^2) as sqrt((1 - x)(1 + x)), accurate near |x| = 1 (NaN past it)."""
+    return call("sqrt", call("mul", call("sub", const(1.0), x), call("add", const(1.0), x)))
+
+
+POINTWISE["atan"] = lambda args, kwargs: call("atan", _x(args))
+POINTWISE["arctan"] = POINTWISE["atan"]
+POINTWISE["atan2"] = lambda args, kwargs: atan2(_x(args), as_expr(args[1]))
+POINTWISE["arctan2"] = POINTWISE["atan2"]
+POINTWISE["asin"] = lambda args, kwargs: atan2(_x(args), _cosine_of_sine(_x(args)))
+POINTWISE["arcsin"] = POINTWISE["asin"]
+POINTWISE["acos"] = lambda args, kwargs: atan2(_cosine_of_sine(_x(args)), _x(args))
+POINTWISE["arccos"] = POINTWISE["acos"]

@@ -41,8 +41,12 @@ def render(
         "",
         backend.prelude.rstrip(),
     ]
-    for kernel in program.kernels:
-        lines += ["", "", backend.kernel_source(kernel, config[kernel.name])]
+    sources = [backend.kernel_source(kernel, config[kernel.name]) for kernel in program.kernels]
+    helpers = getattr(backend, "helpers", {})  # only those a kernel calls
+    for name in sorted(n for n in helpers if any(f"{n}(" in source for source in sources)):
+        lines += ["", "", helpers[name].rstrip()]
+    for source in sources:
+        lines += ["", "", source]
     if program.kernels and hasattr(backend, "library"):
         lines += ["", "", backend.library(program.kernels)]
     own = set(backend.prelude.splitlines())  # imports the file has already

@@ -55,6 +55,7 @@ def _warps(elements: int) -> int:
 class TritonBackend:
     dsl = "triton"
     prelude = triton_emit.PRELUDE
+    helpers = triton_emit.HELPERS
     kernel_kinds = (FusedKernel, GemmKernel, PartialReduction, PoolKernel, ScanKernel, ConvKernel,
                     AttentionKernel)  # fmt: skip
 

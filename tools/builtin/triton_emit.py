@@ -33,6 +33,24 @@ def _multiply(a, b):
 """
 
 
+# jit helpers a kernel file gets only when one of its kernels calls them (name -> source)
+HELPERS = {
+    "_atan": """@triton.jit
+def _atan(x):
+    # Cephes' atanf: reduce |x| below tan(pi/8), then an odd polynomial (relative error ~1e-7)
+    a = tl.abs(x)
+    big = a > 2.414213562373095
+    mid = (a > 0.4142135623730950) & (~big)
+    t = tl.where(big, -1.0 / a, tl.where(mid, (a - 1.0) / (a + 1.0), a))
+    base = tl.where(big, 1.5707963267948966, tl.where(mid, 0.7853981633974483, 0.0))
+    z = t * t
+    p = (((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z
+         - 3.33329491539e-1) * z * t + t
+    return tl.where(x < 0, -(base + p), base + p)
+""",
+}
+
+
 class TritonSyntax:
     index_symbols = {"idiv": "//", "imod": "%", "imul": "*", "iadd": "+"}
 
@@ -87,7 +105,7 @@ _BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<="
 _CALLS = {"exp": "tl.exp", "log": "tl.log", "sqrt": "tl.sqrt", "rsqrt": "tl.rsqrt",
           "abs": "tl.abs", "erf": "tl.erf", "floor": "tl.floor", "ceil": "tl.ceil",
           "sin": "tl.sin", "cos": "tl.cos", "sigmoid": "tl.sigmoid", "where": "tl.where",
-          "max": "tl.maximum", "min": "tl.minimum"}  # fmt: skip
+          "max": "tl.maximum", "min": "tl.minimum", "atan": "_atan"}  # fmt: skip
 
 
 def _indent(lines: list[str], depth: int = 1) -> list[str]:
