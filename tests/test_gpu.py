@@ -189,3 +189,33 @@ def test_a_narrow_convolution_starts_at_tf32x3_and_matches_cudnn(tmp_path):
     config = EvalConfig(dsl="triton", device="cuda", seeds=2, precision="fp32", profile=False)
     verdict = evaluate(task, kernel, config, EvalCache(tmp_path / "cache"), use_cache=False)
     assert verdict.status == "passed", verdict.message
+
+
+TRIG_TASK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, y):
+        return (torch.atan(x * 3), torch.asin(torch.tanh(x)), torch.acos(torch.tanh(y) * 0.999),
+                torch.atan2(x, y), torch.atan(torch.sum(x, dim=1)))
+
+
+def get_inputs():
+    return [torch.randn(256, 4096), torch.randn(256, 4096)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_the_builtins_jit_helper_compiles_and_matches_torch_on_the_gpu(tmp_path):
+    """Inverse trigonometry goes through the `_atan` jit helper (the CPU tests run it under the
+    interpreter only): compiled by Triton for the GPU, it passes against torch."""
+    task, kernel = first_gpu_candidate(TRIG_TASK, tmp_path)
+    assert kernel.read_text().count("def _atan(") == 1
+    config = EvalConfig(dsl="triton", device="cuda", seeds=2, profile=False)
+    verdict = evaluate(task, kernel, config, EvalCache(tmp_path / "cache"), use_cache=False)
+    assert verdict.status == "passed", verdict.message
