@@ -76,6 +76,12 @@ CASES = {
         "torch.asin(x), torch.atan(x * 1e4))",
         XY,
     ),
+    "nearest_resize": (
+        "(F.interpolate(x, scale_factor=2, mode='nearest'), F.interpolate(x, size=(12, 3), mode='nearest'), "
+        "F.interpolate(x, scale_factor=(1, 0.5), mode='nearest-exact'), "
+        "F.interpolate(x[:, :, 0], scale_factor=3), F.interpolate(x.unsqueeze(2), size=(2, 12, 6)))",
+        "torch.randn(2, 3, 6, 6)",
+    ),
     "truth_reductions": (
         "(torch.any(x > 0.5, dim=1), torch.all(x > -1.5, dim=2), torch.count_nonzero(x > 0, dim=1), "
         "torch.any(x > 2.0), torch.all(x.abs() < 9.0), torch.count_nonzero(torch.relu(x), dim=(0, 2)))",
@@ -103,3 +109,13 @@ def test_a_jit_helper_is_defined_once_and_only_where_a_kernel_calls_it(
     code = generator.code(generator.default_config())
     assert code.count("def _atan(") == definitions
     compile(code, "kernel.py", "exec")  # one module, its names defined before use
+
+
+def test_a_nearest_resize_at_a_ratio_that_is_not_whole_is_refused(tmp_path):
+    from kernelgraph.tools.builtin.errors import Unsupported
+
+    task = task_file(
+        tmp_path, "F.interpolate(x, size=(4, 4), mode='nearest')", "torch.randn(2, 3, 6, 6)"
+    )
+    with pytest.raises(Unsupported, match="not whole"):
+        builtin_generator(task, "cpp", tmp_path).code(None)

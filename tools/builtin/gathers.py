@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from kernelgraph.tools.builtin.errors import FusionError
+from kernelgraph.tools.builtin.errors import FusionError, Unsupported
 from kernelgraph.tools.builtin.expr import (
     Expr,
     Load,
@@ -146,6 +146,31 @@ def _edge_pad(fold: Callable[[Expr, int], Expr]) -> Gather:
     return gather
 
 
+def _nearest(exact: bool) -> Gather:
+    """F.interpolate's nearest modes at a whole-number ratio per resized dim (the spatial dims
+    after N and C): upsampling by f reads position c // f; downsampling by f reads c * f, or
+    c * f + f // 2 for nearest-exact (torch's floor((c + 0.5) * f))."""
+
+    def gather(op: dict[str, Any], index: Expr, shape: list[int], source: Value) -> Expr:
+        coords = _coords(index, shape)
+        for d in range(2, len(shape)):
+            size, out = source.shape[d], shape[d]
+            if out % size == 0:
+                coords[d] = _ix("idiv", coords[d], out // size)
+            elif size % out == 0:
+                f = size // out
+                coords[d] = _ix("imul", coords[d], f)
+                if exact and f // 2:
+                    coords[d] = Expr("iadd", (coords[d], const(f // 2)))
+            else:
+                raise Unsupported(
+                    f"aten.{op['op']} from {size} to {out}", "a ratio that is not whole"
+                )
+        return _at(coords, source.strides)
+
+    return gather
+
+
 GATHERS["repeat"] = _repeat
 GATHERS["flip"] = _flip
 GATHERS["roll"] = _roll
@@ -154,6 +179,8 @@ GATHERS["pixel_unshuffle"] = _pixel_unshuffle
 for _d in (1, 2, 3):
     GATHERS[f"reflection_pad{_d}d"] = _edge_pad(_reflected)
     GATHERS[f"replication_pad{_d}d"] = _edge_pad(_replicated)
+    GATHERS[f"upsample_nearest{_d}d"] = _nearest(exact=False)
+    GATHERS[f"_upsample_nearest_exact{_d}d"] = _nearest(exact=True)
 
 
 FILLS = {"zeros": 0.0, "zeros_like": 0.0, "new_zeros": 0.0, "ones": 1.0, "ones_like": 1.0,
