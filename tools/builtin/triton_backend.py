@@ -152,7 +152,9 @@ class TritonBackend:
                     "BLOCK_K": min(next_pow2(kernel.k), 64), "GROUP_M": 8, **dot, "num_warps": 1,
                     "num_stages": 1}  # fmt: skip
         wide = self.precision in ("fp16", "bf16")
-        return {"BLOCK_M": 128, "BLOCK_N": 256 if wide else 128, "BLOCK_K": 64 if wide else 32,
+        # split-K (K >> M, N): 64-deep fp32 blocks, 1.78 ms against 1.95 at 32 (level1/6, H200)
+        deep = wide or kernel.split_k > 1
+        return {"BLOCK_M": 128, "BLOCK_N": 256 if wide else 128, "BLOCK_K": 64 if deep else 32,
                 "GROUP_M": 8, **dot, "num_warps": 8, "num_stages": 3}  # fmt: skip
 
     def tunables(self, kernel: FusedKernel | GemmKernel) -> dict[str, list[Any]]:
