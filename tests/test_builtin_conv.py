@@ -11,13 +11,14 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from builtin_helpers import builtin_generator, task_file
 from test_builtin import generate, verify
 
 from kernelgraph.tools.builtin.errors import Unsupported
 from kernelgraph.tools.builtin.model import BuiltinModel
 from kernelgraph.tools.builtin.module import read_config
-from kernelgraph.tools.builtin.triton_conv import ROUND_TF32
+from kernelgraph.tools.builtin.triton_conv import ROUND_TF32, ROUND_TF32_HOST
 
 CONVS = {
     "1d_dilated_strided": ("self.c(x) * 2", "torch.randn(2, 3, 21)",
@@ -64,8 +65,37 @@ def test_convolutions_verify_under_strict(tmp_path, name, k_loop):
     assert "torch.convolution" not in source and "tl.load" in source
     assert ("tl.dot" in source) != ("depthwise" in name)  # depthwise: the direct kernel
     if "depthwise" not in name:
-        assert ("for c0 in range" in source) == (k_loop != "flat_k")
+        assert ("for kk in range" in source) == (k_loop == "flat_k")
         assert ("_x_channels_last = " in source) == (k_loop == "channel_loop_k_major")
+    verdict = verify(task, kernel, tmp_path)
+    assert verdict.passed, verdict.message
+
+
+def _with_block_k(block_k: int):
+    def config(generator):
+        defaults = generator.default_config()
+        return {name: {**c, "BLOCK_K": block_k} if "BLOCK_K" in c else c
+                for name, c in defaults.items()}  # fmt: skip
+
+    return config
+
+
+@pytest.mark.parametrize(
+    ("params", "one_loop"),
+    [("self.c = nn.Conv2d(40, 6, (3, 2), padding=1, dilation=(1, 2))", True),
+     ("self.c = nn.ConvTranspose2d(40, 6, 3, stride=2, padding=1)", False)],
+    ids=["stride_1", "transposed_stride_phases"],
+)  # fmt: skip
+def test_the_channel_loop_walks_partial_channel_blocks(tmp_path, monkeypatch, params, one_loop):
+    """40 input channels in blocks of 16 (the last one partial). A stride-1 convolution walks
+    (kernel position, channel block) in one loop, which Triton can pipeline; stride phases keep
+    the kernel-position loop, whose test skips the positions that miss a phase."""
+    monkeypatch.setattr("kernelgraph.tools.builtin.conv.CHANNEL_LOOP_MIN", 1)
+    task = task_file(tmp_path, "self.c(x)", "torch.randn(1, 40, 5, 6)", params=params)
+    kernel = generate(task, tmp_path, config=_with_block_k(16))
+    source = kernel.read_text()
+    assert ("for kc in range" in source) == one_loop
+    assert ("for c0 in range" in source) != one_loop
     verdict = verify(task, kernel, tmp_path)
     assert verdict.passed, verdict.message
 
@@ -165,3 +195,63 @@ print(out.tolist())
     rounded = ast.literal_eval(done.stdout.strip().splitlines()[-1])
     assert rounded[:6] == [1.0, 1.0, 1 + ulp, -1.0, 1 + 2 * ulp, 1 + 2 * ulp]
     assert rounded[7] == -7.25 and abs(rounded[6] - 1e-30) <= 1e-30 * ulp
+
+
+TIES = [(1 + 0.49 * 2**-10, 1.0), (1 + 0.5 * 2**-10, 1.0), (1 + 0.51 * 2**-10, 1 + 2**-10),
+        (-(1 + 0.5 * 2**-10), -1.0), (1 + 1.5 * 2**-10, 1 + 2**-9), (1 + 2.5 * 2**-10, 1 + 2**-9),
+        (-7.25, -7.25), (3.0e38, 3.0e38 * (1 + 0.0))]  # fmt: skip
+
+
+def test_the_host_rounding_of_weights_matches_the_kernels_ties_to_even():
+    """The launch rounds tf32rn weights with torch on int32 bits (ROUND_TF32_HOST); negative
+    values' bits are negative int32s, so the rounding must carry and shift as unsigned bits do."""
+    x = torch.tensor([value for value, _ in TIES], dtype=torch.float32)
+    rounded = eval(ROUND_TF32_HOST.format(x="x"), {"x": x, "torch": torch})  # our own constant
+    expected = torch.tensor([value for _, value in TIES[:-1]], dtype=torch.float32)
+    assert torch.equal(rounded[:-1], expected)
+    assert rounded[-1].item() == pytest.approx(3.0e38, rel=2**-11)  # largest finite binade
+
+
+def test_a_tf32rn_convolution_takes_its_weights_rounded_once_and_computes_the_rounded_product(
+    tmp_path, tensor_cores
+):
+    """As a GPU run writes it (channels-last copies, tf32rn first), run by the Triton
+    interpreter in a subprocess: the weights are rounded at launch, the input in the loop, and
+    the result is the convolution of both operands rounded to TF32, not the fp32 one."""
+    task = task_file(tmp_path, "self.c(x)", "torch.randn(2, 24, 7, 6)",
+                     params="self.c = nn.Conv2d(24, 16, 3, padding=1, bias=False)")  # fmt: skip
+    generator = builtin_generator(task, "triton", tmp_path, device="cuda")
+    config = {
+        name: {**c, "BLOCK_M": 32, "BLOCK_K": 16} for name, c in generator.default_config().items()
+    }
+    assert next(iter(config.values()))["DOT"] == "tf32rn"
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(generator.code(config))
+    source = kernel.read_text()
+    assert "_w_tf32 = " in source and source.count("0xFFFFE000") == 1  # only A in the loop
+    script = f"""
+import importlib.util, sys, torch
+import torch.nn.functional as F
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
+    return module
+task, kernel = load({str(task)!r}, "task"), load({str(kernel)!r}, "kernel")
+torch.manual_seed(0)
+model = kernel.ModelNew(*task.get_init_inputs())
+x = task.get_inputs()[0]
+def tf32(t):
+    bits = t.view(torch.int32)
+    return ((bits + 0xFFF + ((bits >> 13) & 1)) & -8192).view(torch.float32)
+with torch.no_grad():
+    got = model(x).double()
+    w = model.c.weight
+    rounded = F.conv2d(tf32(x).double(), tf32(w).double(), padding=1)
+    exact = F.conv2d(x.double(), w.double(), padding=1)
+print((got - rounded).abs().max().item(), (got - exact).abs().max().item())
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env={**os.environ, "TRITON_INTERPRET": "1"}, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    off_rounded, off_exact = map(float, done.stdout.split()[-2:])
+    assert off_rounded < 1e-5 < off_exact

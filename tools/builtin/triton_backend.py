@@ -195,7 +195,7 @@ class TritonBackend:
         if isinstance(kernel, AttentionKernel):
             return triton_attention.attention_source(kernel, self.gpu, self._dot())
         if isinstance(kernel, ConvKernel):
-            return triton_conv.conv_source(kernel, self.gpu, self._dot())
+            return triton_conv.conv_source(kernel, self.gpu, self._dot(), config)
         if isinstance(kernel, ScanKernel):
             return triton_scan.scan_source(kernel, self.gpu)
         if isinstance(kernel, PoolKernel):

@@ -1,0 +1,80 @@
+"""Probe: time variants of a kernel file against the task's eager model, side by side.
+
+For A/B questions about generated code (a loop structure, where operands are rounded): each
+KERNEL is a file defining `ModelNew`, such as the builtin writes. The task's `Model` and each
+`ModelNew` are built under the same seed, as KernelBench builds them; every variant's output is
+compared with eager's (max abs error, printed, not judged: the harness judges; a NaN there
+means elements left unwritten), then all are
+timed in turns with `triton.testing.do_bench` (median, L2 cleared between calls), `--repeat`
+rounds. One JSON line per (round, variant). The kernel files are imported into this process:
+use it only on code you wrote or generated yourself; kernelgraph's harness sandboxes the rest.
+
+    python benchmarks/kernel_file_probe.py TASK.py A.py B.py --repeat 2 --out probe.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+
+import torch
+from _common import emit
+
+
+def _module(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _build(cls, init: list, seed: int):
+    torch.manual_seed(seed)
+    return cls(*init).cuda().eval()
+
+
+def _error(model, inputs: list, expected: torch.Tensor) -> float:
+    """Max abs error; the output is then poisoned, so a later variant that leaves elements
+    unwritten cannot inherit correct values from this one's freed memory."""
+    out = model(*inputs)
+    error = float((out - expected).abs().max())
+    out.fill_(float("nan"))
+    return error
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("task", type=Path)
+    parser.add_argument("kernels", type=Path, nargs="+")
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--rep-ms", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    from triton.testing import do_bench
+
+    task = _module(args.task, "probe_task")
+    torch.manual_seed(args.seed)
+    init = task.get_init_inputs()
+    torch.manual_seed(args.seed)
+    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+    models = {"eager": _build(task.Model, init, args.seed)}
+    for i, path in enumerate(args.kernels):
+        models[path.stem] = _build(_module(path, f"probe_kernel{i}").ModelNew, init, args.seed)
+    with torch.no_grad():
+        expected = models["eager"](*inputs)
+        errors = {name: _error(model, inputs, expected) for name, model in models.items()}
+        del expected
+        for round_ in range(args.repeat):
+            for name, model in models.items():
+                ms = do_bench(lambda model=model: model(*inputs), rep=args.rep_ms)
+                emit({"task": args.task.stem, "variant": name, "round": round_, "ms": ms,
+                      "max_abs_err": errors[name], "device": torch.cuda.get_device_name()},
+                     args.out)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
