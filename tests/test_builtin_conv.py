@@ -11,14 +11,16 @@ import subprocess
 import sys
 
 import pytest
-import torch
 from builtin_helpers import builtin_generator, task_file
 from test_builtin import generate, verify
 
 from kernelgraph.tools.builtin.errors import Unsupported
 from kernelgraph.tools.builtin.model import BuiltinModel
 from kernelgraph.tools.builtin.module import read_config
-from kernelgraph.tools.builtin.triton_conv import ROUND_TF32, ROUND_TF32_HOST
+from kernelgraph.tools.builtin.triton_conv import ROUND_TF32
+from kernelgraph.tools.harness.cache import EvalCache
+from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.evaluate import evaluate
 
 CONVS = {
     "1d_dilated_strided": ("self.c(x) * 2", "torch.randn(2, 3, 21)",
@@ -197,27 +199,13 @@ print(out.tolist())
     assert rounded[7] == -7.25 and abs(rounded[6] - 1e-30) <= 1e-30 * ulp
 
 
-TIES = [(1 + 0.49 * 2**-10, 1.0), (1 + 0.5 * 2**-10, 1.0), (1 + 0.51 * 2**-10, 1 + 2**-10),
-        (-(1 + 0.5 * 2**-10), -1.0), (1 + 1.5 * 2**-10, 1 + 2**-9), (1 + 2.5 * 2**-10, 1 + 2**-9),
-        (-7.25, -7.25), (3.0e38, 3.0e38 * (1 + 0.0))]  # fmt: skip
-
-
-def test_the_host_rounding_of_weights_matches_the_kernels_ties_to_even():
-    """The launch rounds tf32rn weights with torch on int32 bits (ROUND_TF32_HOST); negative
-    values' bits are negative int32s, so the rounding must carry and shift as unsigned bits do."""
-    x = torch.tensor([value for value, _ in TIES], dtype=torch.float32)
-    rounded = eval(ROUND_TF32_HOST.format(x="x"), {"x": x, "torch": torch})  # our own constant
-    expected = torch.tensor([value for _, value in TIES[:-1]], dtype=torch.float32)
-    assert torch.equal(rounded[:-1], expected)
-    assert rounded[-1].item() == pytest.approx(3.0e38, rel=2**-11)  # largest finite binade
-
-
 def test_a_tf32rn_convolution_takes_its_weights_rounded_once_and_computes_the_rounded_product(
     tmp_path, tensor_cores
 ):
-    """As a GPU run writes it (channels-last copies, tf32rn first), run by the Triton
-    interpreter in a subprocess: the weights are rounded at launch, the input in the loop, and
-    the result is the convolution of both operands rounded to TF32, not the fp32 one."""
+    """As a GPU run writes it (channels-last copies, tf32rn first), on the Triton interpreter:
+    the harness passes it under strict at TF32's tolerance (a rounding done with torch ops was
+    rejected there), and, run in a subprocess, the result is the convolution of both operands
+    rounded to TF32, not the fp32 one."""
     task = task_file(tmp_path, "self.c(x)", "torch.randn(2, 24, 7, 6)",
                      params="self.c = nn.Conv2d(24, 16, 3, padding=1, bias=False)")  # fmt: skip
     generator = builtin_generator(task, "triton", tmp_path, device="cuda")
@@ -228,7 +216,13 @@ def test_a_tf32rn_convolution_takes_its_weights_rounded_once_and_computes_the_ro
     kernel = tmp_path / "kernel.py"
     kernel.write_text(generator.code(config))
     source = kernel.read_text()
-    assert "_w_tf32 = " in source and source.count("0xFFFFE000") == 1  # only A in the loop
+    # one rounding kernel launched on the weights, and A rounded in the loop
+    assert source.count("_round_tf32[") == 1 and source.count("0xFFFFE000") == 2
+    tf32_judge = EvalConfig(dsl="triton", device="cpu", seeds=1, profile=False, precision="tf32")
+    verdict = evaluate(
+        task, kernel, tf32_judge, cache=EvalCache(tmp_path / "cache"), use_cache=False
+    )
+    assert verdict.passed, verdict.message  # the launch computes nothing strict forbids
     script = f"""
 import importlib.util, sys, torch
 import torch.nn.functional as F
@@ -255,3 +249,16 @@ print((got - rounded).abs().max().item(), (got - exact).abs().max().item())
     assert done.returncode == 0, done.stderr[-3000:]
     off_rounded, off_exact = map(float, done.stdout.split()[-2:])
     assert off_rounded < 1e-5 < off_exact
+
+
+@pytest.mark.parametrize(
+    ("module", "dot", "block_k"),
+    [("nn.Conv2d(3, 8, 3)", "tf32x3", 16), ("nn.Conv2d(3, 8, 3, stride=2)", "tf32rn", 32)],
+)
+def test_a_narrow_convolution_takes_shallower_blocks_for_three_products(
+    tmp_path, module, dot, block_k
+):
+    """tf32x3 makes three products per K step: level1/54 ran 1.5x faster at 16-deep blocks."""
+    task = task_file(tmp_path, "self.c(x)", "torch.randn(2, 3, 9, 9)", params=f"self.c = {module}")
+    (params,) = builtin_generator(task, "triton", tmp_path, device="cuda").default_config().values()
+    assert (params["DOT"], params["BLOCK_K"]) == (dot, block_k)

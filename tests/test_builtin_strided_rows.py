@@ -5,7 +5,7 @@ verified by the real harness under the Triton interpreter."""
 from __future__ import annotations
 
 import pytest
-from builtin_helpers import verify_forward
+from builtin_helpers import builtin_generator, task_file, verify_forward
 
 X = "torch.randn(3, 37, 45)"  # outer 3, rows of 37, inner 45: a block of 16 leaves 13 at the end
 CASES = {
@@ -43,3 +43,15 @@ def test_looped_strided_rows_written_backwards_verify(tmp_path):
         tmp_path, "triton", "x / torch.sum(x.abs(), dim=1, keepdim=True)", X, tweak=_blocks(16, 16)
     )
     assert "for back in range" in code
+
+
+@pytest.mark.parametrize(("name", "tile"), [("mean", (64, 64, 4)), ("argmin", (128, 64, 8))])
+def test_a_gpu_run_starts_strided_rows_at_the_tile_measured_fastest_for_its_reduction(
+    tmp_path, name, tile
+):
+    """On the H200 a dim-1 mean ran 2.5x slower in the argmin's best tile than in its own
+    (benchmarks/RESULTS.md): the default follows whether positions are carried."""
+    task = task_file(tmp_path, CASES[name], "torch.randn(4, 300, 200)")
+    config = builtin_generator(task, "triton", tmp_path, device="cuda").default_config()
+    (params,) = config.values()
+    assert (params["BLOCK_K"], params["BLOCK_R"], params["num_warps"]) == tile

@@ -42,8 +42,10 @@ def render(
         backend.prelude.rstrip(),
     ]
     sources = [backend.kernel_source(kernel, config[kernel.name]) for kernel in program.kernels]
-    helpers = getattr(backend, "helpers", {})  # only those a kernel calls
-    for name in sorted(n for n in helpers if any(f"{n}(" in source for source in sources)):
+    model = _model_class(program, backend, config, reference, why_not)
+    helpers = getattr(backend, "helpers", {})  # only those a kernel calls or forward launches
+    called = "\n".join([*sources, *model])
+    for name in sorted(n for n in helpers if f"{n}(" in called or f"{n}[" in called):
         lines += ["", "", helpers[name].rstrip()]
     for source in sources:
         lines += ["", "", source]
@@ -54,7 +56,7 @@ def render(
     if copied:
         lines += ["", "", "# From the task file: what the reference's __init__ needs.", ""]
         lines += [_spaced(copied)]
-    lines += ["", "", *_model_class(program, backend, config, reference, why_not)]
+    lines += ["", "", *model]
     return "\n".join(lines) + "\n"
 
 

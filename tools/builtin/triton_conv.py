@@ -135,16 +135,22 @@ ROUND_TF32 = (
 
 
 def _rounds_weights(config: dict[str, Any]) -> bool:
-    """tf32rn: the launch rounds the weights once (ROUND_TF32_HOST), not every program every
+    """tf32rn: the launch rounds the weights once (_round_tf32), not every program every
     K step; with B straight from memory the loop ran 1.1-1.3x faster (H200, level-1 convs)."""
     return config.get("DOT") == "tf32rn"
 
 
-# ROUND_TF32 in torch, on the bits as int32 (two's complement wraps as uint32 arithmetic does)
-ROUND_TF32_HOST = (
-    "(({x}.view(torch.int32) + 0xFFF + (({x}.view(torch.int32) >> 13) & 1)) & -8192)"
-    ".view(torch.float32)"
-)
+# a kernel launched before the convolution (torch ops would be compute the strict policy
+# forbids): rounds every element of a tensor's memory span, gaps included, into a tensor of the
+# same strides
+_ROUND_KERNEL = """@triton.jit
+def _round_tf32(src, dst, span, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(src + offs, mask=offs < span)
+    tl.store(dst + offs, ROUNDED, mask=offs < span)
+"""
+HELPERS = {"_round_tf32": _ROUND_KERNEL.replace("ROUNDED", ROUND_TF32.format(x="x"))}
+ROUND_BLOCK = 1024
 
 
 def _dot(input_precision: str | None, weights_rounded: bool) -> list[str]:
@@ -318,8 +324,11 @@ def default(kernel: ConvKernel, gpu: bool, dots: tuple[str, ...]) -> dict[str, A
         return {"BLOCK_M": min(_pow2(kernel.phase_m), 64), "BLOCK_N": max(16, min(_pow2(kernel.cout_g), 64)),
                 "BLOCK_K": max(16, min(_pow2(k), 64)), "GROUP_M": 8, **precision,
                 "num_warps": 1, "num_stages": 1}  # fmt: skip
+    # three products per step: level1/54 (flat K = 81) ran 2.83 ms at 16-deep blocks, 4.35 at
+    # 32 (H200); the tf32rn level1/50 was 1.36 at 32, 1.41 at 16
+    deep = 16 if precision.get("DOT") == "tf32x3" and not kernel.channel_loop else 32
     return {"BLOCK_M": 128, "BLOCK_N": max(16, min(_pow2(kernel.cout_g), 128)),
-            "BLOCK_K": max(16, min(_pow2(k), 32)), "GROUP_M": 8, **precision, "num_warps": 8,
+            "BLOCK_K": max(16, min(_pow2(k), deep)), "GROUP_M": 8, **precision, "num_warps": 8,
             "num_stages": 3}  # fmt: skip
 
 
@@ -337,7 +346,14 @@ def launch(kernel: ConvKernel, args: list[str], config: dict[str, Any]) -> list[
     lines = []
     if _rounds_weights(config):
         slot, rounded = kernel.inputs.index(kernel.w), f"{kernel.name}_w_tf32"
-        lines = [f"{rounded} = {ROUND_TF32_HOST.format(x=args[slot])}"]
+        w, span = args[slot], f"{kernel.name}_w_span"
+        lines = [
+            f"{rounded} = torch.empty_strided({w}.shape, {w}.stride(), device={w}.device, "
+            "dtype=torch.float32)",
+            f"{span} = 1 + sum((n - 1) * s for n, s in zip({w}.shape, {w}.stride()))",
+            f"_round_tf32[(triton.cdiv({span}, {ROUND_BLOCK}),)]({w}, {rounded}, {span}, "
+            f"BLOCK={ROUND_BLOCK})",
+        ]
         args = [*args[:slot], rounded, *args[slot + 1 :]]
     if kernel.depthwise:
         grid = f"(triton.cdiv({kernel.numel}, {config['BLOCK']}),)"
