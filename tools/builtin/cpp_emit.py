@@ -37,6 +37,9 @@ class CppSyntax:
     def index_abs(self, x: str) -> str:
         return f"std::abs({x})"
 
+    def index_of(self, value: str) -> str:
+        return f"static_cast<int64_t>({value})"
+
     def primitive(self, op: str, a: list[str]) -> str:
         if (text := operator_or_call(op, a, _BINARY, _CALLS)) is not None:
             return text
@@ -82,6 +85,8 @@ def _bound(e: Expr, limits: dict[str, int]) -> int:
         return limits.get(e.attr, INT32_LIMIT + 1)
     if e.op == "iabs":
         return _bound(e.args[0], limits)
+    if e.op == "ival":
+        return int(e.attr)
     a, b = (_bound(x, limits) for x in e.args)
     return {"idiv": a // max(b, 1), "imod": min(a, b - 1), "imul": a * b, "iadd": a + b}[e.op]
 

@@ -18,7 +18,8 @@ UNARY = frozenset(
 )
 BINARY = frozenset("add sub mul div max min pow lt le gt ge eq ne and or fmod".split())
 TERNARY = frozenset({"where"})
-INDEX_OPS = frozenset({"idiv", "imod", "imul", "iadd", "iabs"})  # integer offset arithmetic
+# integer offset arithmetic; "ival" is a loaded value used as a position (attr: its bound)
+INDEX_OPS = frozenset({"idiv", "imod", "imul", "iadd", "iabs", "ival"})
 REDUCTIONS = frozenset("sum max min prod argmax argmin".split())  # over the reduced axis
 
 

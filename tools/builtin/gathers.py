@@ -27,6 +27,7 @@ from kernelgraph.tools.builtin.expr import (
     offset_of,
     repeat_offset,
 )
+from kernelgraph.tools.builtin.indexing import INDEXING
 from kernelgraph.tools.builtin.values import Value
 
 Gather = Callable[[dict[str, Any], Expr, list[int], Value], Expr]
@@ -325,4 +326,5 @@ def glu_value(builder, op: dict[str, Any], index: Expr, shape: list[int]) -> Exp
     return call("mul", a, call("sigmoid", b))
 
 
-CONCATS = {"cat": cat_value, "stack": stack_value, "constant_pad_nd": pad_value, "glu": glu_value}
+CONCATS = {"cat": cat_value, "stack": stack_value, "constant_pad_nd": pad_value, "glu": glu_value,
+           **INDEXING}  # fmt: skip

@@ -24,7 +24,9 @@ class Syntax(Protocol):
 
     index_symbols: dict[str, str]  # idiv imod imul iadd
 
-    def index_abs(self, x: str) -> str: ...  # iabs, the one unary index op
+    def index_abs(self, x: str) -> str: ...  # iabs
+
+    def index_of(self, value: str) -> str: ...  # ival: a loaded value as a position
 
 
 def operator_or_call(op: str, args: list[str], binary: dict, calls: dict) -> str | None:
@@ -72,6 +74,8 @@ class Printer:
             return self.names.get(e.attr, e.attr)
         if e.op == "iabs":
             return self.syntax.index_abs(self.index(e.args[0]))
+        if e.op == "ival":
+            return self.syntax.index_of(self.value(e.args[0]))
         a, b = (self.index(x) for x in e.args)
         symbol = self.syntax.index_symbols[e.op]
         return f"({a} {symbol} {b})"

@@ -57,6 +57,9 @@ class TritonSyntax:
     def index_abs(self, x: str) -> str:
         return f"tl.abs({x})"
 
+    def index_of(self, value: str) -> str:
+        return f"{value}.to(tl.int32)"
+
     def __init__(self, gpu: bool) -> None:
         self.gpu = gpu
 

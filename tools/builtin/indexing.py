@@ -1,0 +1,113 @@
+"""Loads at positions read from an index tensor: index_select, embedding, gather, and
+advanced indexing by one tensor (`x[idx]`, `x[:, idx]`).
+
+Both tensors are made outside the kernel. Element `index` of the output has coordinates
+(outer, j, within): `j` is a flat position into the index tensor, the rest the source's own
+coordinates around the indexed dim. The index value, loaded as kernels load every value (fp32),
+becomes an integer offset through `ival`; fp32 holds every integer below 2**24 exactly, so a dim
+longer than that is refused. A negative index counts from the end, as torch's indexing does.
+Registered in gathers.CONCATS (builders of whole expressions from several tensors).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kernelgraph.tools.builtin.errors import FusionError, Unsupported
+from kernelgraph.tools.builtin.expr import Expr, Load, call, const, offset_of
+
+EXACT_INDEX_LIMIT = 1 << 24  # integers fp32 holds exactly
+
+
+def _ix(op: str, a: Expr, b: int) -> Expr:
+    return a if b == 1 and op in ("idiv", "imul") else Expr(op, (a, const(b)))
+
+
+def _external(builder, ref: dict, what: str):
+    if builder.ctx.chain(ref)[0] in builder.env:
+        raise FusionError(f"{what} of a value inside the kernel")
+    return builder.ctx.external(ref)
+
+
+def _operands(builder, source_ref: dict, index_ref: dict):
+    source = _external(builder, source_ref, "indexing")
+    positions = _external(builder, index_ref, "indexing")
+    if "int" not in positions.dtype:
+        raise Unsupported(
+            f"indexing by a {positions.dtype} tensor (a mask or values, not positions)"
+        )
+    return source, positions
+
+
+def _position(builder, positions, offset: Expr, size: int) -> Expr:
+    """The position the index tensor holds at `offset`, as an offset Expr; a negative one
+    counts from the end."""
+    if size >= EXACT_INDEX_LIMIT:
+        raise Unsupported(f"indexing a dim of {size} positions (fp32 holds indices below 2**24)")
+    picked = Expr("load", attr=Load(builder._arg(positions), offset, "full"))
+    wrapped = call("add", picked, const(float(size)))
+    return Expr(
+        "ival", (call("where", call("lt", picked, const(0.0)), wrapped, picked),), attr=size
+    )
+
+
+def _indexed(builder, source_ref: dict, dim: int, index_ref: dict, index: Expr) -> Expr:
+    """Along `dim` the position the index tensor holds at the element's place in it, around it
+    the element's own coordinates (the output is source.shape with dim replaced by idx.shape)."""
+    source, positions = _operands(builder, source_ref, index_ref)
+    dim %= max(len(source.shape), 1)
+    size = source.shape[dim]
+    count, inner = math.prod(positions.shape), math.prod(source.shape[dim + 1 :])
+    j = _ix("imod", _ix("idiv", index, inner), count)
+    outer, within = _ix("idiv", index, inner * count), _ix("imod", index, inner)
+    at = _position(
+        builder, positions, offset_of(j, list(positions.shape), list(positions.strides)), size
+    )
+    flat = Expr("iadd", (_ix("imul", outer, size * inner), _ix("imul", at, inner)))
+    if inner > 1:
+        flat = Expr("iadd", (flat, within))
+    offset = offset_of(flat, list(source.shape), list(source.strides))
+    return Expr("load", attr=Load(builder._arg(source), offset, "full"))
+
+
+def index_select_value(builder, op: dict[str, Any], index: Expr, shape: list[int]) -> Expr:
+    """torch.index_select(x, dim, idx)."""
+    source, dim, positions = op["argv"][:3]
+    return _indexed(builder, source, dim, positions, index)
+
+
+def embedding_value(builder, op: dict[str, Any], index: Expr, shape: list[int]) -> Expr:
+    """F.embedding(idx, weight): rows of the weight (padding_idx only changes the gradient)."""
+    weight, positions = op["argv"][:2]
+    return _indexed(builder, weight, 0, positions, index)
+
+
+def tensor_index_value(builder, op: dict[str, Any], index: Expr, shape: list[int]) -> Expr:
+    """x[..., idx, ...] with one index tensor; the dims before it taken whole (None)."""
+    source, indices = op["argv"][:2]
+    given = [d for d, ref in enumerate(indices) if ref is not None]
+    if len(given) != 1:
+        raise Unsupported("advanced indexing by more than one tensor")
+    return _indexed(builder, source, given[0], indices[given[0]], index)
+
+
+def gather_value(builder, op: dict[str, Any], index: Expr, shape: list[int]) -> Expr:
+    """torch.gather(x, dim, idx): the output has idx's shape; along dim each element reads
+    the position idx holds there, along the other dims its own coordinate."""
+    source, positions = _operands(builder, op["argv"][0], op["argv"][2])
+    dim = op["argv"][1] % len(shape)
+    at = _position(builder, positions, offset_of(index, shape, list(positions.strides)),
+                   source.shape[dim])  # fmt: skip
+    offset, inner = None, math.prod(shape)
+    for d, size in enumerate(shape):
+        inner //= size
+        coordinate = at if d == dim else _ix("imod", _ix("idiv", index, inner), size)
+        if source.strides[d]:
+            term = _ix("imul", coordinate, source.strides[d])
+            offset = term if offset is None else Expr("iadd", (offset, term))
+    return Expr("load", attr=Load(builder._arg(source), offset or const(0), "full"))
+
+
+INDEXING = {"gather": gather_value, "index_select": index_select_value, "embedding": embedding_value,
+            "index": tensor_index_value}  # fmt: skip
