@@ -105,8 +105,9 @@ def loads(e: Expr) -> list[Load]:
 # ---------------------------------------------------------------- integer offsets
 
 
-def _ix(op: str, a: Expr, b: int) -> Expr:
-    return Expr(op, (a, const(b)))
+def index_op(op: str, a: Expr, b: int) -> Expr:
+    """Integer offset arithmetic with a constant; dividing or multiplying by 1 is left out."""
+    return a if b == 1 and op in ("idiv", "imul") else Expr(op, (a, const(b)))
 
 
 def offset_of(index: Expr, shape: list[int], strides: list[int]) -> Expr:
@@ -122,10 +123,10 @@ def offset_of(index: Expr, shape: list[int], strides: list[int]) -> Expr:
         inner //= size
         if stride == 0:
             continue
-        term = index if inner == 1 else _ix("idiv", index, inner)
+        term = index if inner == 1 else index_op("idiv", index, inner)
         if inner * size != numel:
-            term = _ix("imod", term, size)
-        terms.append(term if stride == 1 else _ix("imul", term, stride))
+            term = index_op("imod", term, size)
+        terms.append(term if stride == 1 else index_op("imul", term, stride))
     if not terms:
         return const(0)
     total = terms[0]
@@ -147,8 +148,8 @@ def repeat_offset(
         inner //= out_size
         if size == 1 or stride == 0:
             continue
-        term = _ix("imod", index if inner == 1 else _ix("idiv", index, inner), size)
-        terms.append(term if stride == 1 else _ix("imul", term, stride))
+        term = index_op("imod", index if inner == 1 else index_op("idiv", index, inner), size)
+        terms.append(term if stride == 1 else index_op("imul", term, stride))
     total = terms[0] if terms else const(0)
     for t in terms[1:]:
         total = Expr("iadd", (total, t))

@@ -24,6 +24,7 @@ from kernelgraph.tools.builtin.expr import (
     broadcast_strides,
     call,
     const,
+    index_op,
     offset_of,
     repeat_offset,
 )
@@ -59,14 +60,14 @@ def _coords(index: Expr, shape: list[int]) -> list[Expr]:
     coords, inner = [], math.prod(shape)
     for d, size in enumerate(shape):
         inner //= size
-        at = _ix("idiv", index, inner)
-        coords.append(at if d == 0 else _ix("imod", at, size))
+        at = index_op("idiv", index, inner)
+        coords.append(at if d == 0 else index_op("imod", at, size))
     return coords
 
 
 def _at(coords: list[Expr], strides: list[int]) -> Expr:
     """The memory offset of per-dim coordinates `coords` under `strides`."""
-    terms = [_ix("imul", c, s) for c, s in zip(coords, strides, strict=True) if s != 0]
+    terms = [index_op("imul", c, s) for c, s in zip(coords, strides, strict=True) if s != 0]
     offset = terms[0] if terms else const(0)
     for term in terms[1:]:
         offset = Expr("iadd", (offset, term))
@@ -80,13 +81,13 @@ def _roll(op: dict[str, Any], index: Expr, shape: list[int], source: Value) -> E
     shifts, dims = list(argv[1]), list(argv[2])
     if not dims:
         total = math.prod(shape)
-        back = _ix("imod", Expr("iadd", (index, const(-shifts[0] % total))), total)
+        back = index_op("imod", Expr("iadd", (index, const(-shifts[0] % total))), total)
         return offset_of(back, shape, source.strides)
     coords = _coords(index, shape)
     for shift, dim in zip(shifts, dims, strict=True):
         d, size = dim % len(shape), shape[dim % len(shape)]
         if shift % size:
-            coords[d] = _ix("imod", Expr("iadd", (coords[d], const(-shift % size))), size)
+            coords[d] = index_op("imod", Expr("iadd", (coords[d], const(-shift % size))), size)
     return _at(coords, source.strides)
 
 
@@ -95,19 +96,19 @@ def _pixel_shuffle(op: dict[str, Any], index: Expr, shape: list[int], source: Va
     c r r + i r + j at (h, w)."""
     r = int(op["argv"][1])
     *lead, c, y, x = _coords(index, shape)
-    channel = Expr("iadd", (_ix("imul", c, r * r), Expr("iadd", (_ix("imul", _ix("imod", y, r), r),
-                                                                 _ix("imod", x, r)))))  # fmt: skip
-    return _at([*lead, channel, _ix("idiv", y, r), _ix("idiv", x, r)], source.strides)
+    channel = Expr("iadd", (index_op("imul", c, r * r), Expr("iadd", (index_op("imul", index_op("imod", y, r), r),
+                                                                 index_op("imod", x, r)))))  # fmt: skip
+    return _at([*lead, channel, index_op("idiv", y, r), index_op("idiv", x, r)], source.strides)
 
 
 def _pixel_unshuffle(op: dict[str, Any], index: Expr, shape: list[int], source: Value) -> Expr:
     """[.., C r r, H, W] from [.., C, H r, W r]: the inverse of pixel_shuffle."""
     r = int(op["argv"][1])
     *lead, channel, y, x = _coords(index, shape)
-    i, j = _ix("imod", _ix("idiv", channel, r), r), _ix("imod", channel, r)
-    rows = Expr("iadd", (_ix("imul", y, r), i))
-    cols = Expr("iadd", (_ix("imul", x, r), j))
-    return _at([*lead, _ix("idiv", channel, r * r), rows, cols], source.strides)
+    i, j = index_op("imod", index_op("idiv", channel, r), r), index_op("imod", channel, r)
+    rows = Expr("iadd", (index_op("imul", y, r), i))
+    cols = Expr("iadd", (index_op("imul", x, r), j))
+    return _at([*lead, index_op("idiv", channel, r * r), rows, cols], source.strides)
 
 
 def _twice_max0(i: Expr) -> Expr:
@@ -116,17 +117,17 @@ def _twice_max0(i: Expr) -> Expr:
 
 def _replicated(i: Expr, size: int) -> Expr:
     """i clamped to [0, size - 1]: min(max(i, 0), size - 1) as halves of sums with |.|."""
-    low = _ix("idiv", _twice_max0(i), 2)
+    low = index_op("idiv", _twice_max0(i), 2)
     gap = Expr("iadd", (low, const(1 - size)))  # low - (size - 1)
-    return _ix("idiv", Expr("iadd", (Expr("iadd", (low, const(size - 1))),
-                                      _ix("imul", Expr("iabs", (gap,)), -1))), 2)  # fmt: skip
+    return index_op("idiv", Expr("iadd", (Expr("iadd", (low, const(size - 1))),
+                                      index_op("imul", Expr("iabs", (gap,)), -1))), 2)  # fmt: skip
 
 
 def _reflected(i: Expr, size: int) -> Expr:
     """i mirrored into [0, size - 1] about both ends (no edge repeated): (n - |n - |i||) with
     n = size - 1, for i within one size of the input."""
-    far = Expr("iadd", (_ix("imul", Expr("iabs", (i,)), -1), const(size - 1)))
-    return Expr("iadd", (_ix("imul", Expr("iabs", (far,)), -1), const(size - 1)))
+    far = Expr("iadd", (index_op("imul", Expr("iabs", (i,)), -1), const(size - 1)))
+    return Expr("iadd", (index_op("imul", Expr("iabs", (far,)), -1), const(size - 1)))
 
 
 def _edge_pad(fold: Callable[[Expr, int], Expr]) -> Gather:
@@ -157,10 +158,10 @@ def _nearest(exact: bool) -> Gather:
         for d in range(2, len(shape)):
             size, out = source.shape[d], shape[d]
             if out % size == 0:
-                coords[d] = _ix("idiv", coords[d], out // size)
+                coords[d] = index_op("idiv", coords[d], out // size)
             elif size % out == 0:
                 f = size // out
-                coords[d] = _ix("imul", coords[d], f)
+                coords[d] = index_op("imul", coords[d], f)
                 if exact and f // 2:
                     coords[d] = Expr("iadd", (coords[d], const(f // 2)))
             else:
@@ -188,10 +189,6 @@ FILLS = {"zeros": 0.0, "zeros_like": 0.0, "new_zeros": 0.0, "ones": 1.0, "ones_l
          "new_ones": 1.0}  # fmt: skip
 
 
-def _ix(op: str, a: Expr, b: int) -> Expr:
-    return a if b == 1 and op in ("idiv", "imul") else Expr(op, (a, const(b)))
-
-
 def _fill(builder, ref: dict) -> tuple[float, list[int]] | None:
     """(value, shape) of a piece made by a fill op in the forward, None for any other."""
     label = builder.ctx.chain(ref)[0][0]
@@ -213,8 +210,8 @@ def cat_value(builder, op: dict[str, Any], index: Expr, shape: list[int]) -> Exp
     inner = 1
     for size in shape[dim + 1 :]:
         inner *= size
-    pos = _ix("imod", _ix("idiv", index, inner), shape[dim])
-    outer, within = _ix("idiv", index, inner * shape[dim]), _ix("imod", index, inner)
+    pos = index_op("imod", index_op("idiv", index, inner), shape[dim])
+    outer, within = index_op("idiv", index, inner * shape[dim]), index_op("imod", index, inner)
     pieces: list[tuple[int, Expr]] = []
     start = 0
     for ref in op["argv"][0]:
@@ -229,8 +226,10 @@ def cat_value(builder, op: dict[str, Any], index: Expr, shape: list[int]) -> Exp
             piece = const(fill[0])
         else:
             local_shape = [*shape[:dim], length, *shape[dim + 1 :]]
-            wrapped = _ix("imod", Expr("iadd", (pos, const(length - start % length))), length)
-            local = Expr("iadd", (_ix("imul", outer, length * inner), _ix("imul", wrapped, inner)))
+            wrapped = index_op("imod", Expr("iadd", (pos, const(length - start % length))), length)
+            local = Expr(
+                "iadd", (index_op("imul", outer, length * inner), index_op("imul", wrapped, inner))
+            )
             if inner > 1:
                 local = Expr("iadd", (local, within))
             strides = broadcast_strides(value.shape, value.strides, local_shape)
@@ -263,7 +262,11 @@ def pad_value(builder, op: dict[str, Any], index: Expr, shape: list[int]) -> Exp
         size, stride, out = value.shape[d], value.strides[d], shape[d]
         back = rank - 1 - d  # F.pad lists (before, after) pairs from the last dim backwards
         before = pads[2 * back] if 2 * back < len(pads) else 0
-        coord = _ix("idiv", index, inner) if d == 0 else _ix("imod", _ix("idiv", index, inner), out)
+        coord = (
+            index_op("idiv", index, inner)
+            if d == 0
+            else index_op("imod", index_op("idiv", index, inner), out)
+        )
         checks = ([call("ge", coord, const(before))] if before > 0 else []) + (
             [call("lt", coord, const(before + size))] if before + size < out else []
         )
@@ -272,10 +275,10 @@ def pad_value(builder, op: dict[str, Any], index: Expr, shape: list[int]) -> Exp
         if size == 1 or stride == 0:
             continue
         if checks:
-            at = _ix("imod", Expr("iadd", (coord, const(-before % size))), size)
+            at = index_op("imod", Expr("iadd", (coord, const(-before % size))), size)
         else:
             at = Expr("iadd", (coord, const(-before))) if before else coord
-        terms.append(_ix("imul", at, stride))
+        terms.append(index_op("imul", at, stride))
     offset = terms[0] if terms else const(0)
     for term in terms[1:]:
         offset = Expr("iadd", (offset, term))
@@ -289,11 +292,11 @@ def stack_value(builder, op: dict[str, Any], index: Expr, shape: list[int]) -> E
     rank = len(shape)
     dim = (op["argv"][1] if len(op["argv"]) > 1 else op.get("kwargv", {}).get("dim", 0)) % rank
     inner = math.prod(shape[dim + 1 :])
-    pos = _ix("imod", _ix("idiv", index, inner), shape[dim])
-    outer = _ix("idiv", index, inner * shape[dim])
-    local = _ix("imul", outer, inner)
+    pos = index_op("imod", index_op("idiv", index, inner), shape[dim])
+    outer = index_op("idiv", index, inner * shape[dim])
+    local = index_op("imul", outer, inner)
     if inner > 1:
-        local = Expr("iadd", (local, _ix("imod", index, inner)))
+        local = Expr("iadd", (local, index_op("imod", index, inner)))
     each = [*shape[:dim], *shape[dim + 1 :]]
     pieces = []
     for ref in op["argv"][0]:

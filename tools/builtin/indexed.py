@@ -9,21 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelgraph.tools.builtin.expr import Expr, as_expr, call, const
+from kernelgraph.tools.builtin.expr import Expr, as_expr, call, const, index_op
 from kernelgraph.tools.builtin.lowering import INDEXED, Position
-
-
-def _ix(op: str, a: Expr, b: int) -> Expr:
-    return Expr(op, (a, const(b)))
 
 
 def row_and_column(at: Position) -> tuple[Expr, Expr]:
     """The element's (row, column) in the last two dims of its shape."""
     rows, cols = at.shape[-2], at.shape[-1]
-    column = _ix("imod", at.index, cols)
-    row = _ix("idiv", at.index, cols)
+    column = index_op("imod", at.index, cols)
+    row = index_op("idiv", at.index, cols)
     if len(at.shape) > 2:
-        row = _ix("imod", row, rows)
+        row = index_op("imod", row, rows)
     return row, column
 
 

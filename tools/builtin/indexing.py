@@ -15,13 +15,9 @@ import math
 from typing import Any
 
 from kernelgraph.tools.builtin.errors import FusionError, Unsupported
-from kernelgraph.tools.builtin.expr import Expr, Load, call, const, offset_of
+from kernelgraph.tools.builtin.expr import Expr, Load, call, const, index_op, offset_of
 
 EXACT_INDEX_LIMIT = 1 << 24  # integers fp32 holds exactly
-
-
-def _ix(op: str, a: Expr, b: int) -> Expr:
-    return a if b == 1 and op in ("idiv", "imul") else Expr(op, (a, const(b)))
 
 
 def _external(builder, ref: dict, what: str):
@@ -59,12 +55,12 @@ def _indexed(builder, source_ref: dict, dim: int, index_ref: dict, index: Expr) 
     dim %= max(len(source.shape), 1)
     size = source.shape[dim]
     count, inner = math.prod(positions.shape), math.prod(source.shape[dim + 1 :])
-    j = _ix("imod", _ix("idiv", index, inner), count)
-    outer, within = _ix("idiv", index, inner * count), _ix("imod", index, inner)
+    j = index_op("imod", index_op("idiv", index, inner), count)
+    outer, within = index_op("idiv", index, inner * count), index_op("imod", index, inner)
     at = _position(
         builder, positions, offset_of(j, list(positions.shape), list(positions.strides)), size
     )
-    flat = Expr("iadd", (_ix("imul", outer, size * inner), _ix("imul", at, inner)))
+    flat = Expr("iadd", (index_op("imul", outer, size * inner), index_op("imul", at, inner)))
     if inner > 1:
         flat = Expr("iadd", (flat, within))
     offset = offset_of(flat, list(source.shape), list(source.strides))
@@ -102,9 +98,9 @@ def gather_value(builder, op: dict[str, Any], index: Expr, shape: list[int]) -> 
     offset, inner = None, math.prod(shape)
     for d, size in enumerate(shape):
         inner //= size
-        coordinate = at if d == dim else _ix("imod", _ix("idiv", index, inner), size)
+        coordinate = at if d == dim else index_op("imod", index_op("idiv", index, inner), size)
         if source.strides[d]:
-            term = _ix("imul", coordinate, source.strides[d])
+            term = index_op("imul", coordinate, source.strides[d])
             offset = term if offset is None else Expr("iadd", (offset, term))
     return Expr("load", attr=Load(builder._arg(source), offset or const(0), "full"))
 
