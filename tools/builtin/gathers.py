@@ -28,7 +28,7 @@ from kernelgraph.tools.builtin.expr import (
     offset_of,
     repeat_offset,
 )
-from kernelgraph.tools.builtin.indexing import INDEXING
+from kernelgraph.tools.builtin.indexing import INDEXING, index_operands, loaded_position
 from kernelgraph.tools.builtin.values import Value
 
 Gather = Callable[[dict[str, Any], Expr, list[int], Value], Expr]
@@ -329,5 +329,16 @@ def glu_value(builder, op: dict[str, Any], index: Expr, shape: list[int]) -> Exp
     return call("mul", a, call("sigmoid", b))
 
 
+def gather_value(builder, op: dict[str, Any], index: Expr, shape: list[int]) -> Expr:
+    """torch.gather(x, dim, idx): the output has idx's shape; along dim each element reads
+    the position idx holds there (tools/builtin/indexing.py), along the others its own."""
+    source, positions = index_operands(builder, op["argv"][0], op["argv"][2])
+    dim = op["argv"][1] % len(shape)
+    coords = _coords(index, shape)
+    held_at = offset_of(index, shape, list(positions.strides))
+    coords[dim] = loaded_position(builder, positions, held_at, source.shape[dim])
+    return Expr("load", attr=Load(builder._arg(source), _at(coords, source.strides), "full"))
+
+
 CONCATS = {"cat": cat_value, "stack": stack_value, "constant_pad_nd": pad_value, "glu": glu_value,
-           **INDEXING}  # fmt: skip
+           "gather": gather_value, **INDEXING}  # fmt: skip

@@ -1,5 +1,5 @@
-"""Loads at positions read from an index tensor: index_select, embedding, gather, and
-advanced indexing by one tensor (`x[idx]`, `x[:, idx]`).
+"""Loads at positions read from an index tensor: index_select, embedding, and advanced
+indexing by one tensor (`x[idx]`, `x[:, idx]`); gather (gathers.py) uses its helpers.
 
 Both tensors are made outside the kernel. Element `index` of the output has coordinates
 (outer, j, within): `j` is a flat position into the index tensor, the rest the source's own
@@ -26,7 +26,8 @@ def _external(builder, ref: dict, what: str):
     return builder.ctx.external(ref)
 
 
-def _operands(builder, source_ref: dict, index_ref: dict):
+def index_operands(builder, source_ref: dict, index_ref: dict):
+    """The source and the index tensor (integers: positions, not a mask), both made outside."""
     source = _external(builder, source_ref, "indexing")
     positions = _external(builder, index_ref, "indexing")
     if "int" not in positions.dtype:
@@ -36,7 +37,7 @@ def _operands(builder, source_ref: dict, index_ref: dict):
     return source, positions
 
 
-def _position(builder, positions, offset: Expr, size: int) -> Expr:
+def loaded_position(builder, positions, offset: Expr, size: int) -> Expr:
     """The position the index tensor holds at `offset`, as an offset Expr; a negative one
     counts from the end."""
     if size >= EXACT_INDEX_LIMIT:
@@ -51,13 +52,13 @@ def _position(builder, positions, offset: Expr, size: int) -> Expr:
 def _indexed(builder, source_ref: dict, dim: int, index_ref: dict, index: Expr) -> Expr:
     """Along `dim` the position the index tensor holds at the element's place in it, around it
     the element's own coordinates (the output is source.shape with dim replaced by idx.shape)."""
-    source, positions = _operands(builder, source_ref, index_ref)
+    source, positions = index_operands(builder, source_ref, index_ref)
     dim %= max(len(source.shape), 1)
     size = source.shape[dim]
     count, inner = math.prod(positions.shape), math.prod(source.shape[dim + 1 :])
     j = index_op("imod", index_op("idiv", index, inner), count)
     outer, within = index_op("idiv", index, inner * count), index_op("imod", index, inner)
-    at = _position(
+    at = loaded_position(
         builder, positions, offset_of(j, list(positions.shape), list(positions.strides)), size
     )
     flat = Expr("iadd", (index_op("imul", outer, size * inner), index_op("imul", at, inner)))
@@ -88,22 +89,5 @@ def tensor_index_value(builder, op: dict[str, Any], index: Expr, shape: list[int
     return _indexed(builder, source, given[0], indices[given[0]], index)
 
 
-def gather_value(builder, op: dict[str, Any], index: Expr, shape: list[int]) -> Expr:
-    """torch.gather(x, dim, idx): the output has idx's shape; along dim each element reads
-    the position idx holds there, along the other dims its own coordinate."""
-    source, positions = _operands(builder, op["argv"][0], op["argv"][2])
-    dim = op["argv"][1] % len(shape)
-    at = _position(builder, positions, offset_of(index, shape, list(positions.strides)),
-                   source.shape[dim])  # fmt: skip
-    offset, inner = None, math.prod(shape)
-    for d, size in enumerate(shape):
-        inner //= size
-        coordinate = at if d == dim else index_op("imod", index_op("idiv", index, inner), size)
-        if source.strides[d]:
-            term = index_op("imul", coordinate, source.strides[d])
-            offset = term if offset is None else Expr("iadd", (offset, term))
-    return Expr("load", attr=Load(builder._arg(source), offset or const(0), "full"))
-
-
-INDEXING = {"gather": gather_value, "index_select": index_select_value, "embedding": embedding_value,
+INDEXING = {"index_select": index_select_value, "embedding": embedding_value,
             "index": tensor_index_value}  # fmt: skip
