@@ -17,7 +17,7 @@ from test_builtin import generate, verify
 from kernelgraph.tools.builtin.errors import Unsupported
 from kernelgraph.tools.builtin.model import BuiltinModel
 from kernelgraph.tools.builtin.module import read_config
-from kernelgraph.tools.builtin.triton_conv import ROUND_TF32
+from kernelgraph.tools.builtin.tf32_copies import ROUND_TF32
 from kernelgraph.tools.harness.cache import EvalCache
 from kernelgraph.tools.harness.config import EvalConfig
 from kernelgraph.tools.harness.evaluate import evaluate
@@ -199,15 +199,20 @@ print(out.tolist())
     assert rounded[7] == -7.25 and abs(rounded[6] - 1e-30) <= 1e-30 * ulp
 
 
-def test_a_tf32rn_convolution_takes_its_weights_rounded_once_and_computes_the_rounded_product(
-    tmp_path, tensor_cores
+@pytest.mark.parametrize(
+    ("out_channels", "channels_last"),
+    [(16, False), (32, True)],  # 32 x 9 uses of each input element pay for a channels-last copy
+)
+def test_a_tf32rn_convolution_takes_its_operands_rounded_once_and_computes_the_rounded_product(
+    tmp_path, tensor_cores, out_channels, channels_last
 ):
-    """As a GPU run writes it (channels-last copies, tf32rn first), on the Triton interpreter:
-    the harness passes it under strict at TF32's tolerance (a rounding done with torch ops was
-    rejected there), and, run in a subprocess, the result is the convolution of both operands
-    rounded to TF32, not the fp32 one."""
+    """As a GPU run writes it (tf32rn first), on the Triton interpreter: the weights are rounded
+    by a kernel launched once, the input too where the launch copies it channels-last (else in
+    the K loop); the harness passes it under strict at TF32's tolerance (a rounding done with
+    torch ops was rejected there), and, run in a subprocess, the result is the convolution of
+    both operands rounded to TF32, not the fp32 one."""
     task = task_file(tmp_path, "self.c(x)", "torch.randn(2, 24, 7, 6)",
-                     params="self.c = nn.Conv2d(24, 16, 3, padding=1, bias=False)")  # fmt: skip
+                     params=f"self.c = nn.Conv2d(24, {out_channels}, 3, padding=1, bias=False)")  # fmt: skip
     generator = builtin_generator(task, "triton", tmp_path, device="cuda")
     config = {
         name: {**c, "BLOCK_M": 32, "BLOCK_K": 16} for name, c in generator.default_config().items()
@@ -216,8 +221,10 @@ def test_a_tf32rn_convolution_takes_its_weights_rounded_once_and_computes_the_ro
     kernel = tmp_path / "kernel.py"
     kernel.write_text(generator.code(config))
     source = kernel.read_text()
-    # one rounding kernel launched on the weights, and A rounded in the loop
-    assert source.count("_round_tf32[") == 1 and source.count("0xFFFFE000") == 2
+    assert source.count("_round_tf32[") == 1
+    assert source.count("_channels_last_tf32[") == int(channels_last)
+    assert ("a = ((a.to(tl.uint32" in source) is not channels_last  # A rounded in the loop
+    assert "b = ((b.to(tl.uint32" not in source
     tf32_judge = EvalConfig(dsl="triton", device="cpu", seeds=1, profile=False, precision="tf32")
     verdict = evaluate(
         task, kernel, tf32_judge, cache=EvalCache(tmp_path / "cache"), use_cache=False

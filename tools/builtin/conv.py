@@ -55,6 +55,8 @@ class ConvKernel:
     outputs: list[str]
     stores: list[Store] = field(default_factory=list)
     wide: bool = False  # offsets past int32: int64 index arithmetic
+    # the launch copies x channels-last first (tools/builtin/layouts.py); x_strides are the copy's
+    x_channels_last: bool = False
     kind: str = "conv"
 
     @property

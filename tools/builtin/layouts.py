@@ -88,10 +88,9 @@ def _relaid_conv(step: Step, kernel: ConvKernel, steps: list[Step]) -> Step:
     } & read_by_epilogue or kernel.cout_g * kernel.kernel_numel < MIN_CONV_REUSE:
         return step
     inputs = list(step.inputs)
-    x_slot, w_slot = kernel.inputs.index(kernel.x), kernel.inputs.index(kernel.w)
+    w_slot = kernel.inputs.index(kernel.w)
     dims, cin, g = len(kernel.kernel), kernel.groups * kernel.cin_g, kernel.groups
-    x_copy, w_copy = f"{kernel.name}_x_channels_last", f"{kernel.name}_w_k_major"
-    x_text = f"{inputs[x_slot]}.movedim(1, -1).contiguous().movedim(-1, 1)"
+    w_copy = f"{kernel.name}_w_k_major"
     x_strides = [cin * math.prod(kernel.in_sizes), 1]
     x_strides += [cin * math.prod(kernel.in_sizes[d + 1 :]) for d in range(dims)]
     # weights [g * a, b, *k] (a, b: cout_g, cin_g, or cin_g, cout_g when transposed) to
@@ -102,10 +101,11 @@ def _relaid_conv(step: Step, kernel: ConvKernel, steps: list[Step]) -> Step:
     w_text = f"{inputs[w_slot]}.unflatten(0, ({g}, {inner[0]})).permute({permute}).contiguous()"
     pair = kernel.cout_g * kernel.cin_g
     w_k = [pair * math.prod(kernel.kernel[d + 1 :]) for d in range(dims)]
-    steps += [Step("layout", [x_copy], args=x_text), Step("layout", [w_copy], args=w_text)]
-    inputs[x_slot], inputs[w_slot] = x_copy, w_copy
-    relaid = replace(kernel, x_strides=x_strides, w_group=pair * kernel.kernel_numel,
-                     w_co=kernel.cin_g, w_ci=1, w_k=w_k)  # fmt: skip
+    steps.append(Step("layout", [w_copy], args=w_text))
+    inputs[w_slot] = w_copy
+    # the input's copy is the launch's: under tf32rn it rounds while it copies
+    relaid = replace(kernel, x_strides=x_strides, x_channels_last=True,
+                     w_group=pair * kernel.kernel_numel, w_co=kernel.cin_g, w_ci=1, w_k=w_k)  # fmt: skip
     return replace(step, kernel=relaid, inputs=inputs)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelgraph.tools.builtin import (
+    tf32_copies,
     triton_attention,
     triton_conv,
     triton_emit,
@@ -65,7 +66,7 @@ def _warps(elements: int) -> int:
 class TritonBackend:
     dsl = "triton"
     prelude = triton_emit.PRELUDE
-    helpers = {**triton_emit.HELPERS, **triton_conv.HELPERS}
+    helpers = {**triton_emit.HELPERS, **tf32_copies.HELPERS}
     kernel_kinds = (FusedKernel, GemmKernel, PartialReduction, PoolKernel, ScanKernel, ConvKernel,
                     AttentionKernel)  # fmt: skip
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from kernelgraph.tools.builtin.conv import ConvKernel
 from kernelgraph.tools.builtin.printer import Printer
+from kernelgraph.tools.builtin.tf32_copies import ROUND_TF32, channels_last_copy, rounded_copy
 from kernelgraph.tools.builtin.triton_emit import TritonSyntax, _indent, _signature
 
 UNROLL = 16  # kernel windows up to this long are unrolled (tl.static_range)
@@ -64,7 +65,8 @@ def conv_source(
         body = _direct(kernel)
     else:
         gemm = _channel_gemm if kernel.channel_loop else _flat_gemm
-        dot = _dot(input_precision, weights_rounded=_rounds_weights(config))
+        ahead = ("b", "a") if kernel.x_channels_last else ("b",)
+        dot = _dot(input_precision, ahead if _rounds_operands(config) else ())
         body = _tile(kernel) + gemm(kernel, dot) + _tile_output(kernel)
     printer = Printer(TritonSyntax(gpu), prefix="e")
     for store in kernel.stores:
@@ -125,43 +127,22 @@ def _tile_output(kernel: ConvKernel) -> list[str]:
     ]
 
 
-# fp32 to TF32 rounded to nearest, ties to even, as cuDNN and cuBLAS convert (tl.dot's "tf32"
-# does not round so): on the H200, ties away missed cuDNN's TF32 1x1 convolution by 1.4e-4 at 4
-# of 537M elements, ties to even matched it within 7e-7 (cuDNN's 1x1 is cuBLAS's TF32 GEMM)
-ROUND_TF32 = (
-    "(({x}.to(tl.uint32, bitcast=True) + 0xFFF + (({x}.to(tl.uint32, bitcast=True) >> 13) & 1))"
-    " & 0xFFFFE000).to(tl.float32, bitcast=True)"
-)
-
-
-def _rounds_weights(config: dict[str, Any]) -> bool:
-    """tf32rn: the launch rounds the weights once (_round_tf32), not every program every
-    K step; with B straight from memory the loop ran 1.1-1.3x faster (H200, level-1 convs)."""
+def _rounds_operands(config: dict[str, Any]) -> bool:
+    """tf32rn: the launch rounds the weights (and the input it copies channels-last) once,
+    not every program every K step; with B straight from memory the loop ran 1.1-1.3x faster
+    (H200, level-1 convs)."""
     return config.get("DOT") == "tf32rn"
 
 
-# a kernel launched before the convolution (torch ops would be compute the strict policy
-# forbids): rounds every element of a tensor's memory span, gaps included, into a tensor of the
-# same strides
-_ROUND_KERNEL = """@triton.jit
-def _round_tf32(src, dst, span, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    x = tl.load(src + offs, mask=offs < span)
-    tl.store(dst + offs, ROUNDED, mask=offs < span)
-"""
-HELPERS = {"_round_tf32": _ROUND_KERNEL.replace("ROUNDED", ROUND_TF32.format(x="x"))}
-ROUND_BLOCK = 1024
-
-
-def _dot(input_precision: str | None, weights_rounded: bool) -> list[str]:
+def _dot(input_precision: str | None, rounded: tuple[str, ...]) -> list[str]:
+    """`rounded`: the operands (a, b) the launch rounded to TF32 ahead under tf32rn."""
     if input_precision != "DOT":
         precision = f", input_precision={input_precision}" if input_precision else ""
         return [f"acc = tl.dot(a, b, acc{precision})"]
-    round_b = [] if weights_rounded else [f"    b = {ROUND_TF32.format(x='b')}"]
+    rounding = [f"    {x} = {ROUND_TF32.format(x=x)}" for x in ("a", "b") if x not in rounded]
     return [
         'if DOT == "tf32rn":  # cuDNN\'s TF32: operands rounded to nearest, one TF32 product',
-        f"    a = {ROUND_TF32.format(x='a')}",
-        *round_b,
+        *rounding,
         '    acc = tl.dot(a, b, acc, input_precision="tf32")',
         "else:",
         "    acc = tl.dot(a, b, acc, input_precision=DOT)",
@@ -343,18 +324,16 @@ def tunables(kernel: ConvKernel, gpu: bool, dots: tuple[str, ...]) -> dict[str, 
 
 
 def launch(kernel: ConvKernel, args: list[str], config: dict[str, Any]) -> list[str]:
-    lines = []
-    if _rounds_weights(config):
-        slot, rounded = kernel.inputs.index(kernel.w), f"{kernel.name}_w_tf32"
-        w, span = args[slot], f"{kernel.name}_w_span"
-        lines = [
-            f"{rounded} = torch.empty_strided({w}.shape, {w}.stride(), device={w}.device, "
-            "dtype=torch.float32)",
-            f"{span} = 1 + sum((n - 1) * s for n, s in zip({w}.shape, {w}.stride()))",
-            f"_round_tf32[(triton.cdiv({span}, {ROUND_BLOCK}),)]({w}, {rounded}, {span}, "
-            f"BLOCK={ROUND_BLOCK})",
-        ]
-        args = [*args[:slot], rounded, *args[slot + 1 :]]
+    lines, args, rounded = [], list(args), _rounds_operands(config)
+    if kernel.x_channels_last:
+        slot, copy = kernel.inputs.index(kernel.x), f"{kernel.name}_x_channels_last"
+        channels, positions = kernel.groups * kernel.cin_g, math.prod(kernel.in_sizes)
+        lines += channels_last_copy(args[slot], copy, kernel.batch, channels, positions, rounded)
+        args[slot] = copy
+    if rounded:
+        slot, copy = kernel.inputs.index(kernel.w), f"{kernel.name}_w_tf32"
+        lines += rounded_copy(args[slot], copy)
+        args[slot] = copy
     if kernel.depthwise:
         grid = f"(triton.cdiv({kernel.numel}, {config['BLOCK']}),)"
     else:
