@@ -260,12 +260,17 @@ print((got - rounded).abs().max().item(), (got - exact).abs().max().item())
 
 @pytest.mark.parametrize(
     ("module", "dot", "block_k"),
-    [("nn.Conv2d(3, 8, 3)", "tf32x3", 16), ("nn.Conv2d(3, 8, 3, stride=2)", "tf32rn", 32)],
+    [
+        ("nn.Conv2d(3, 8, 5)", "tf32x3", 16),  # K = 75
+        ("nn.Conv2d(3, 8, 3)", "tf32x3", 32),  # K = 27: one step
+        ("nn.Conv2d(3, 8, 5, stride=2)", "tf32rn", 32),
+    ],
 )
 def test_a_narrow_convolution_takes_shallower_blocks_for_three_products(
     tmp_path, module, dot, block_k
 ):
-    """tf32x3 makes three products per K step: level1/54 ran 1.5x faster at 16-deep blocks."""
+    """tf32x3 makes three products per K step: level1/54 (K = 81) ran 1.5x faster at 16-deep
+    blocks, level1/59 (K = 27) 1.7x slower than in one 32-deep step."""
     task = task_file(tmp_path, "self.c(x)", "torch.randn(2, 3, 9, 9)", params=f"self.c = {module}")
     (params,) = builtin_generator(task, "triton", tmp_path, device="cuda").default_config().values()
     assert (params["DOT"], params["BLOCK_K"]) == (dot, block_k)

@@ -306,8 +306,10 @@ def default(kernel: ConvKernel, gpu: bool, dots: tuple[str, ...]) -> dict[str, A
                 "BLOCK_K": max(16, min(_pow2(k), 64)), "GROUP_M": 8, **precision,
                 "num_warps": 1, "num_stages": 1}  # fmt: skip
     # three products per step: level1/54 (flat K = 81) ran 2.83 ms at 16-deep blocks, 4.35 at
-    # 32 (H200); the tf32rn level1/50 was 1.36 at 32, 1.41 at 16
-    deep = 16 if precision.get("DOT") == "tf32x3" and not kernel.channel_loop else 32
+    # 32 (H200); the tf32rn level1/50 was 1.36 at 32, 1.41 at 16; a K that one 32-deep step
+    # covers stays one step (level1/59, K = 27: 1.63 ms at 32, 2.84 at 16, H100)
+    three = precision.get("DOT") == "tf32x3" and not kernel.channel_loop
+    deep = 16 if three and k > 32 else 32
     return {"BLOCK_M": 128, "BLOCK_N": max(16, min(_pow2(kernel.cout_g), 128)),
             "BLOCK_K": max(16, min(_pow2(k), deep)), "GROUP_M": 8, **precision, "num_warps": 8,
             "num_stages": 3}  # fmt: skip
