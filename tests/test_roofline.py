@@ -276,3 +276,42 @@ def test_a_cpu_kernel_above_its_peak_measures_the_peak_again_once(
     assemble._fill_sol(second, config, meta, stale)
     assert len(fake_measure) == 1
     assert second.sol_pct == pytest.approx(1e4) and "faster than the peak" in second.warnings[0]
+
+
+def test_flops_by_op_separates_the_convolutions():
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3), torch.nn.Flatten(), torch.nn.Linear(8 * 6 * 6, 4)
+    )
+    x = torch.randn(2, 3, 8, 8)
+    by_op = roofline.flops_by_op(model, [x])
+    conv = 2 * (2 * 8 * 6 * 6) * (3 * 3 * 3)  # outputs x K, two FLOPs each
+    assert roofline.conv_flops(by_op) == conv
+    assert sum(by_op.values()) == roofline.count_flops(model, [x]) == conv + 2 * 2 * 4 * 288
+
+
+@pytest.mark.parametrize(
+    ("device", "precision", "conv_flops", "rate"),
+    [
+        ("cuda", "fp32", 10**12, "tf32"),  # cuDNN may run the reference's convolutions in TF32
+        ("cuda", "fp32", 0, "fp32"),  # matmuls stay IEEE: the tf32x3 third of the TF32 rate
+        ("cuda", "ieee", 10**12, "fp32"),
+        ("cuda", "tf32", 0, "tf32"),
+    ],
+)
+def test_a_tasks_speed_of_light_takes_the_rate_its_reference_may_use(
+    device, precision, conv_flops, rate
+):
+    """A tf32rn convolution ran at 101-154% of an fp32 bound (H100, level 1): the bound must
+    take the TF32 rate wherever the reference may use it, or sol_pct overstates."""
+    from kernelgraph.tools.harness.assemble import _fill_sol
+    from kernelgraph.tools.harness.config import EvalConfig
+    from kernelgraph.tools.harness.verdict import Timing, Verdict
+
+    verdict = Verdict("passed", "", "triton", device, "strict", precision)
+    verdict.timing = Timing(kernel_ms=10.0)
+    config = EvalConfig(dsl="triton", device=device, precision=precision)
+    meta = {"flops": 10**12, "conv_flops": conv_flops, "min_bytes": 10**6}
+    _fill_sol(verdict, config, meta, vars(H100))
+    expected = H100.flops["tf32"] / (3 if rate == "fp32" else 1)
+    assert verdict.sol["peak_flops"] == pytest.approx(expected)
+    assert verdict.sol_pct == pytest.approx(100 * 1e3 * 10**12 / expected / 10.0)

@@ -226,9 +226,19 @@ def count_flops(model: Any, inputs: Iterable[Any]) -> int:
 
     Works on meta tensors (shapes only), so big tasks can be counted without memory.
     """
+    return sum(flops_by_op(model, inputs).values())
+
+
+def flops_by_op(model: Any, inputs: Iterable[Any]) -> dict[str, int]:
+    """count_flops per ATen op ("aten.convolution": ...)."""
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         model(*inputs)
-    return int(counter.get_total_flops())
+    return {str(op): int(n) for op, n in counter.get_flop_counts().get("Global", {}).items()}
+
+
+def conv_flops(by_op: dict[str, int]) -> int:
+    """The convolutions' share: under PyTorch's default flags cuDNN may run them in TF32."""
+    return sum(n for op, n in by_op.items() if "convolution" in op)
 
 
 def _tensors(obj: Any) -> Iterable[torch.Tensor]:

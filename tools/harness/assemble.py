@@ -341,13 +341,19 @@ def _fill_sol(verdict: Verdict, config: EvalConfig, meta: dict, peaks: dict | No
         }
         return
 
+    spec = config.precision_spec
+    # a candidate may run what the reference may run in TF32 (matmuls where allowed, cuDNN's
+    # convolutions at fp32): the bound takes the TF32 rate for all FLOPs then
+    on_gpu = config.device.startswith("cuda")
+    tf32 = spec.allow_tf32 or (spec.cudnn_tf32 and on_gpu and bool(meta.get("conv_flops")))
+
     def fill(figures: roofline.Peaks) -> None:
         verdict.sol = roofline.speed_of_light(
             meta.get("flops") or 0,
             meta["min_bytes"],
             figures,
-            config.precision_spec.dtype,  # floating inputs are cast to it
-            config.precision_spec.allow_tf32,
+            spec.dtype,  # floating inputs are cast to it
+            tf32,
         )
         verdict.sol_pct = roofline.sol_pct(verdict.sol["sol_ms"], verdict.timing.kernel_ms)
 

@@ -182,12 +182,13 @@ def estimate_on_meta(module) -> dict[str, Any]:
             torch.manual_seed(ref.CONSTRUCT_SEED)
             model = module.Model(*module.get_init_inputs())
             inputs = list(module.get_inputs())
-            flops = roofline.count_flops(model, inputs)
+            by_op = roofline.flops_by_op(model, inputs)
             with torch.no_grad():
                 outputs = as_output_list(model(*inputs))
         params = list(model.parameters()) + list(model.buffers())
         return {
-            "flops": int(flops),
+            "flops": sum(by_op.values()),
+            "conv_flops": roofline.conv_flops(by_op),
             "min_bytes": int(roofline.min_bytes(inputs, params, outputs)),
             "input_bytes": _nbytes(inputs),
             "output_bytes": _nbytes(outputs),
