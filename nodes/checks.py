@@ -54,7 +54,7 @@ def failure_outcome(ctx: RunContext, candidate_id: str, verdict: Verdict, stage:
         candidate_id=candidate_id,
         status=verdict.status,
         stage=stage,
-        message=first_line[0][:200] if first_line else verdict.status,
+        message=first_line[0] if first_line else verdict.status,
         report_sha=ctx.put_json(record, "failure"),
         evaluation_id=eid,
     )

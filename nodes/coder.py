@@ -40,7 +40,7 @@ def coder(state: GraphState, runtime: Runtime[RunContext]) -> dict:
         return brain_stop(state, exc, counts)
     except BadReply as exc:
         ctx.emit("coder", f"bad reply: {exc}")
-        outcome = Outcome(status="bad_reply", stage="coder", message=str(exc)[:200])
+        outcome = Outcome(status="bad_reply", stage="coder", message=str(exc))
         return {
             "llm_calls": counts,
             "outcome": outcome,
@@ -122,6 +122,6 @@ def _duplicate(ctx: RunContext, state: GraphState, candidate_id: str, twin: str,
     ctx.emit("coder", f"duplicate: {note}")
     record = {"status": "duplicate", "message": note, "detail": note}
     outcome = Outcome(candidate_id=candidate_id, status="duplicate", stage="coder",
-                      message=note[:200], report_sha=ctx.put_json(record, "failure"))  # fmt: skip
+                      message=note, report_sha=ctx.put_json(record, "failure"))  # fmt: skip
     update = failure_update(state, outcome)
     return update | {"iteration": iteration, "llm_calls": counts, "feedback_sha": None}

@@ -26,7 +26,7 @@ def verifier(state: GraphState, runtime: Runtime[RunContext]) -> dict:
         candidate_id=candidate_id,
         status="passed",
         stage="verifier",
-        message=verdict.message[:200],
+        message=verdict.message,
         evaluation_id=evaluation_id,
     )
     ctx.emit("verifier", f"{candidate_id} verified")
@@ -51,7 +51,7 @@ def _decide(ctx: RunContext, state: GraphState, passed: Outcome, decision: dict)
     if action == "reject":
         feedback = decision.get("feedback") or "rejected by the reviewer"
         outcome = Outcome(
-            candidate_id=candidate_id, status="rejected", stage="human", message=feedback[:200]
+            candidate_id=candidate_id, status="rejected", stage="human", message=feedback
         )
         return {
             "outcome": outcome,

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 Mode = Literal["write", "retry", "refine", "feedback"]
+# an outcome's message is one progress line (the whole one is in its report): a longer one is
+# cut at a word and says so, never silently mid-number
+MESSAGE_LIMIT = 400
 
 
 class Outcome(BaseModel):
@@ -27,6 +30,13 @@ class Outcome(BaseModel):
     message: str = ""  # one line for the progress display
     report_sha: str | None = None  # the full failure record / verdict, in the store
     evaluation_id: str | None = None
+
+    @field_validator("message")
+    @classmethod
+    def _clipped(cls, message: str) -> str:
+        if len(message) <= MESSAGE_LIMIT:
+            return message
+        return message[: MESSAGE_LIMIT - 4].rsplit(" ", 1)[0] + " ..."
 
 
 class Best(BaseModel):

@@ -89,3 +89,14 @@ def test_branch_config_changes_by_name() -> None:
     )
     with pytest.raises(KeyError, match="unknown setting"):
         config.with_changes({"colour": "blue"})
+
+
+def test_a_long_outcome_message_is_cut_at_a_word_and_says_so():
+    """A mismatch line cut at 200 characters once read "got -0.109437, expected )"."""
+    detail = "first at index [0, 0, 3, 635]: got -0.109437, expected -0.109556"
+    long = "seed 42: output 0: " + "many words " * 40 + detail
+    outcome = Outcome(status="incorrect", stage="verifier", message=long)
+    assert len(outcome.message) <= 400 and outcome.message.endswith(" ...")
+    assert long.startswith(outcome.message.removesuffix(" ..."))
+    short = Outcome(status="incorrect", stage="verifier", message=detail)
+    assert short.message == detail
