@@ -10,7 +10,9 @@ constexprs and `num_warps` of its launch in the file, and prints per kernel:
   memory, LDGSTS, as pipelined GEMM loops make, are not counted), and the longest run of
   loads issued back to back before a value is used;
 - programs per SM by registers and threads, and loads in flight per SM (that run x threads x
-  programs per SM), the figure that tracked the H200's timings (benchmarks/RESULTS.md).
+  programs per SM), the figure that tracked the H200's timings (benchmarks/RESULTS.md);
+- cp.async copies (LDGSTS) 16 bytes wide and narrower: a GEMM loop whose operand addresses
+  lost their alignment copies 4 bytes at a time (a 1x1 convolution ran 1.28x slower so, H100).
 
 Every argument that is not a constexpr is compiled as an fp32 pointer (a kernel with scalar
 arguments is skipped, with the reason); launches are read from lines
@@ -77,7 +79,11 @@ def measure(fn, launch: dict, arch: int) -> dict:
     warps = launch.get("num_warps", 4)
     constexprs = {p.name: launch[p.name] for p in fn.params if p.is_constexpr}
     signature = {p.name: "constexpr" if p.is_constexpr else "*fp32" for p in fn.params}
-    source = ASTSource(fn, signature=signature, constexprs=constexprs)
+    # pointers 16-byte aligned, as Triton specializes a launch on torch's allocations
+    aligned = {
+        (i,): [["tt.divisibility", 16]] for i, p in enumerate(fn.params) if not p.is_constexpr
+    }
+    source = ASTSource(fn, signature=signature, constexprs=constexprs, attrs=aligned)
     options = {"num_warps": warps}
     if "num_stages" in launch:
         options["num_stages"] = launch["num_stages"]
@@ -96,8 +102,11 @@ def measure(fn, launch: dict, arch: int) -> dict:
     programs = min(REGISTERS_PER_SM // (registers * threads), THREADS_PER_SM // threads,
                    PROGRAMS_PER_SM)  # fmt: skip
     loads, run = _load_runs(sass)
+    copies = re.findall(r"\bLDGSTS(?:\.\w+)*", sass)
     return {"registers": registers, "ldg": loads, "ldg_run": run, "programs_per_sm": programs,
-            "loads_in_flight_per_sm": run * threads * programs}  # fmt: skip
+            "loads_in_flight_per_sm": run * threads * programs,
+            "async_copies_16B": sum(c.endswith(".128") for c in copies),
+            "async_copies_narrow": sum(not c.endswith(".128") for c in copies)}  # fmt: skip
 
 
 def main() -> None:

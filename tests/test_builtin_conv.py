@@ -85,13 +85,15 @@ def _with_block_k(block_k: int):
 @pytest.mark.parametrize(
     ("params", "one_loop"),
     [("self.c = nn.Conv2d(40, 6, (3, 2), padding=1, dilation=(1, 2))", True),
-     ("self.c = nn.ConvTranspose2d(40, 6, 3, stride=2, padding=1)", False)],
-    ids=["stride_1", "transposed_stride_phases"],
+     ("self.c = nn.ConvTranspose2d(40, 6, 3, stride=2, padding=1)", False),
+     ("self.c = nn.Conv2d(40, 6, 1)", False)],
+    ids=["stride_1", "transposed_stride_phases", "one_position"],
 )  # fmt: skip
 def test_the_channel_loop_walks_partial_channel_blocks(tmp_path, monkeypatch, params, one_loop):
     """40 input channels in blocks of 16 (the last one partial). A stride-1 convolution walks
     (kernel position, channel block) in one loop, which Triton can pipeline; stride phases keep
-    the kernel-position loop, whose test skips the positions that miss a phase."""
+    the kernel-position loop, whose test skips the positions that miss a phase; a 1x1
+    convolution loops over channel blocks alone, its position hoisted."""
     monkeypatch.setattr("kernelgraph.tools.builtin.conv.CHANNEL_LOOP_MIN", 1)
     task = task_file(tmp_path, "self.c(x)", "torch.randn(1, 40, 5, 6)", params=params)
     kernel = generate(task, tmp_path, config=_with_block_k(16))
