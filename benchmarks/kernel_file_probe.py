@@ -6,10 +6,12 @@ KERNEL is a file defining `ModelNew`, such as the builtin writes. The task's `Mo
 compared with eager's (max abs error, printed, not judged: the harness judges; a NaN there
 means elements left unwritten), then all are
 timed in turns with `triton.testing.do_bench` (median, L2 cleared between calls), `--repeat`
-rounds. One JSON line per (round, variant). The kernel files are imported into this process:
+rounds. One JSON line per (round, variant); with `--per-kernel`, also one per GPU kernel each
+variant launches (torch.profiler, mean microseconds per call, L2 not cleared). The kernel files are imported into this process:
 use it only on code you wrote or generated yourself; kernelgraph's harness sandboxes the rest.
 
     python benchmarks/kernel_file_probe.py TASK.py A.py B.py --repeat 2 --out probe.jsonl
+    python benchmarks/kernel_file_probe.py TASK.py A.py --per-kernel
 """
 
 from __future__ import annotations
@@ -45,6 +47,19 @@ def _error(model, inputs: list, expected: torch.Tensor) -> float:
     return error
 
 
+def _per_kernel(model, inputs: list, calls: int = 5) -> dict[str, float]:
+    """Mean microseconds per forward call of each GPU kernel the model launches."""
+    from torch.profiler import ProfilerActivity, profile
+
+    model(*inputs)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            model(*inputs)
+        torch.cuda.synchronize()
+    return {e.key: e.device_time_total / calls for e in prof.key_averages() if e.device_time_total}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("task", type=Path)
@@ -53,6 +68,7 @@ def main() -> None:
     parser.add_argument("--rep-ms", type=int, default=300)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--per-kernel", action="store_true", help="time each GPU kernel too")
     args = parser.parse_args()
     from triton.testing import do_bench
 
@@ -68,6 +84,10 @@ def main() -> None:
         expected = models["eager"](*inputs)
         errors = {name: _error(model, inputs, expected) for name, model in models.items()}
         del expected
+        for name, model in models.items() if args.per_kernel else ():
+            for kernel, us in _per_kernel(model, inputs).items():
+                emit({"task": args.task.stem, "variant": name, "kernel": kernel[:80],
+                      "us_per_call": round(us, 1)}, args.out)  # fmt: skip
         for round_ in range(args.repeat):
             for name, model in models.items():
                 ms = do_bench(lambda model=model: model(*inputs), rep=args.rep_ms)

@@ -61,6 +61,32 @@ def test_masked_cumsum_fuses_the_mask(tmp_path):
     assert "1 kernel(s): scan" in code
 
 
+EXCLUSIVE = [
+    "torch.cat((torch.zeros_like(x[:, :1]), torch.cumsum(x[:, :-1], 1)), 1)",
+    "torch.cat((torch.ones_like(x[:, :2]), torch.cumprod(x[:, :-2], 1)), 1)",
+]
+
+
+@pytest.mark.parametrize("dsl", DSLS)
+@pytest.mark.parametrize("forward", EXCLUSIVE)
+def test_exclusive_scan_reads_the_cat_as_its_prologue(tmp_path, dsl, forward):
+    """cat((identity, scan(y))) along the scanned dim: one kernel, the cat its prologue."""
+    assert "1 kernel(s): scan" in check(tmp_path, dsl, forward, "torch.randn(4, 9)")
+
+
+@pytest.mark.parametrize(
+    "forward",
+    [
+        "torch.cat((torch.ones_like(x[:, :1]), torch.cumsum(x[:, :-1], 1)), 1)",  # not 0
+        "torch.cat((torch.zeros_like(x[:1]), torch.cumsum(x[:-1], 1)), 0)",  # another dim
+        "(torch.cat((torch.zeros_like(x[:, :1]), y), 1), y) if (y := x.cumsum(1)) is not None "
+        "else None",  # the scan's result also returned
+    ],
+)
+def test_other_cats_of_a_scan_stay_two_kernels(tmp_path, forward):
+    assert "2 kernel(s)" in check(tmp_path, "triton", forward, "torch.randn(4, 9)")
+
+
 def test_triangle_of_a_matmul_is_its_epilogue(tmp_path):
     inputs = "torch.randn(6, 8), torch.randn(8, 6)"
     code = code_of(tmp_path, "triton", "torch.tril(torch.matmul(x, y), 1)", inputs)

@@ -189,16 +189,20 @@ FILLS = {"zeros": 0.0, "zeros_like": 0.0, "new_zeros": 0.0, "ones": 1.0, "ones_l
          "new_ones": 1.0}  # fmt: skip
 
 
+def fill_of(op: dict[str, Any]) -> float | None:
+    """The value an op fills its tensor with (zeros, ones_like, ...), None for any other op."""
+    name = op["op"].split(".", 1)[1]
+    return FILLS.get(name) if op.get("kind") == "alloc" else None
+
+
 def _fill(builder, ref: dict) -> tuple[float, list[int]] | None:
     """(value, shape) of a piece made by a fill op in the forward, None for any other."""
     label = builder.ctx.chain(ref)[0][0]
     if not label.startswith("op:"):
         return None
     op = builder.ctx.ops[int(label[3:])]
-    name = op["op"].split(".", 1)[1]
-    if op.get("kind") != "alloc" or name not in FILLS:
-        return None
-    return FILLS[name], list(op["outs"][0]["shape"])
+    value = fill_of(op)
+    return None if value is None else (value, list(op["outs"][0]["shape"]))
 
 
 def cat_value(builder, op: dict[str, Any], index: Expr, shape: list[int]) -> Expr:

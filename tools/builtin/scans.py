@@ -31,7 +31,7 @@ from kernelgraph.tools.builtin.expr import (
     var,
     walk,
 )
-from kernelgraph.tools.builtin.gathers import GATHERS, flipped_offset
+from kernelgraph.tools.builtin.gathers import CONCATS, GATHERS, fill_of, flipped_offset
 from kernelgraph.tools.builtin.group_types import GroupResult, InGroup, Space, collapse, op_name
 from kernelgraph.tools.builtin.groups import BUILDERS, GroupBuilder, build_group
 from kernelgraph.tools.builtin.kernels import numel
@@ -101,8 +101,8 @@ def _pointwise(op: dict[str, Any]) -> bool:
 
 
 class ScanGroupBuilder(GroupBuilder):
-    """A group around one scan: pointwise ops and gathers before it, pointwise ops and flips
-    of its result after it."""
+    """A group around one scan: pointwise ops, gathers and concats before it, pointwise ops
+    and flips of its result after it."""
 
     @staticmethod
     def claims(ctx, members: list[int]) -> bool:
@@ -129,7 +129,7 @@ class ScanGroupBuilder(GroupBuilder):
             self._scan(index, op)
         elif name == "flip" and self.ctx.chain(op["argv"][0])[0] in self.env:
             self._flip_result(index, op)
-        elif name in GATHERS or _pointwise(op):
+        elif name in GATHERS or name in CONCATS or _pointwise(op):
             super().add(index)
         else:
             raise FusionError(f"{op['op']} in a scan kernel")
@@ -225,3 +225,47 @@ def fuse_scan(program, members: list[int]) -> bool:
     program.steps.remove(last[2])
     program._launch(result, combined, "scan")
     return True
+
+
+def exclusive_scan(ops: list[dict[str, Any]], i: int, outputs=()) -> None:
+    """cat((fill, scan(y)), dim) along the scanned dim, the fill the scan's identity (KernelBench's
+    exclusive cumsum), equals scan(cat((fill, y)), dim): the fill scans to itself. Rewritten
+    so, the cat is the scan's prologue and nothing goes through memory between the two. `ops[i]`
+    (the cat) becomes the scan; the cat is appended and fused before it. Unchanged when the
+    scan's result has another reader, or the pattern does not match."""
+    cat = ops[i]
+    if op_name(cat) != "cat" or not cat["argv"][0]:
+        return
+    rank = len(cat["outs"][0]["shape"])
+    dim = (cat["argv"][1] if len(cat["argv"]) > 1 else cat["kwargv"].get("dim", 0)) % rank
+    *prefix, last = cat["argv"][0]
+    if not prefix or not last["t"].startswith("op:") or last.get("o", 0):
+        return
+    label = last["t"]
+    scan = ops[int(label[3:])]
+    if not _is_scan(scan) or scan_dim(scan) != dim or len(scan["argv"]) > 2 or scan["kwargv"]:
+        return  # another dim, or a dtype argument
+    identity = IDENTITY[SCAN_OPS[op_name(scan)]]
+    if any(fill_of(_through_views(ops, ref)) != identity for ref in prefix):
+        return
+    others = [op for j, op in enumerate(ops) if j != i and label in (op.get("reads") or [])]
+    if others or any(o.get("ref", {}).get("t") == label for o in outputs):
+        return
+    reads = [r for label_read in cat["reads"] for r in
+             (scan["reads"] if label_read == label else [label_read])]  # fmt: skip
+    ops.append({**cat, "argv": [[*prefix, scan["argv"][0]], dim], "kwargv": {}, "reads": reads,
+                "arg_shapes": [*cat["arg_shapes"][:-1], scan["arg_shapes"][0]]})  # fmt: skip
+    made = len(ops) - 1
+    ops[i] = {**scan, "shape": cat["shape"], "outs": cat["outs"], "reads": [f"op:{made}"],
+              "argv": [{"t": f"op:{made}", "o": 0}, dim], "arg_shapes": [cat["outs"][0]["shape"]],
+              "fused_before": [made]}  # fmt: skip
+
+
+def _through_views(ops: list[dict[str, Any]], ref: dict) -> dict[str, Any]:
+    """The op that made the data behind `ref`, past its views ({} for an input)."""
+    while isinstance(ref, dict) and ref.get("t", "").startswith("op:"):
+        op = ops[int(ref["t"][3:])]
+        if op.get("kind") != "view":
+            return op
+        ref = op["argv"][0]
+    return {"op": "input.input"}

@@ -26,6 +26,7 @@ from typing import Any
 from kernelgraph.tools.analysis.stages import resolve
 from kernelgraph.tools.builtin.errors import Unsupported
 from kernelgraph.tools.builtin.losses import split_nll_loss
+from kernelgraph.tools.builtin.scans import exclusive_scan
 
 # Batch norm's ops: (index of `training`, of `momentum`, of `eps`, running stats kept).
 BATCH_NORMS = {
@@ -59,6 +60,8 @@ def prepare_ops(ops: list[dict[str, Any]], outputs: list[dict[str, Any]] = ()) -
             _split_batch_norm(prepared, i, layout)
         if op["op"] == "aten.nll_loss_forward":
             split_nll_loss(prepared.ops, i)
+        if op["op"] == "aten.cat":
+            exclusive_scan(prepared.ops, i, outputs)
     last: dict[str, int] = {}
     for i, op in enumerate(prepared.ops):
         if op.get("state"):
