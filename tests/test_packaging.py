@@ -20,11 +20,14 @@ CASES = ROOT / "tests" / "cases"
 GENERIC = ("graph", "tools", "state", "nodes", "prompts")
 
 
+def tracked_files() -> list[str]:
+    return subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.split()  # fmt: skip
+
+
 def tracked_copy(dest: Path) -> Path:
     """The tracked files only, as a fresh clone has them."""
-    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
-                           check=True).stdout.split()  # fmt: skip
-    for name in files:
+    for name in tracked_files():
         target = dest / name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, target)
@@ -67,6 +70,10 @@ def test_the_wheel_installs_one_package_and_no_generic_names(installed: Path, tm
     assert (site / "kernelgraph" / "graph" / "cli.py").is_file()
     assert (site / "kernelgraph" / "prompts" / "coder.j2").is_file()  # package data
     assert not [name for name in GENERIC if (site / name).exists()]
+    modules = [name for name in tracked_files() if name.endswith(".py")]
+    modules = [name for name in modules if name.split("/")[0] in GENERIC[:-1]]
+    missing = [name for name in modules if not (site / "kernelgraph" / name).is_file()]
+    assert len(modules) > 100 and not missing  # every folder's modules, the builtin's included
     probe = "import kernelgraph, kernelgraph.graph.cli; print(kernelgraph.__path__)"
     shown = run(installed, python, "-c", probe, cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr

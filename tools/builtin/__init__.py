@@ -1,0 +1,1 @@
+"""The builtin model: kernels written from the traced ops, with no LLM (see model.py)."""
