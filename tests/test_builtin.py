@@ -217,6 +217,27 @@ def test_split_reductions_and_split_k_verify(tmp_path, monkeypatch, name):
     assert verdict.passed, verdict.message
 
 
+@pytest.mark.parametrize("block", [16, 256])  # blocks that do not and do divide the period
+def test_an_operand_reused_per_repeat_is_read_repeat_major(tmp_path, monkeypatch, block):
+    """x * y with y as long as a row (a layer norm's weight): block b of every row, then b + 1,
+    so the programs that share y's block run together; every element is still written once."""
+    from kernelgraph.tools.builtin import triton_emit
+
+    monkeypatch.setattr(triton_emit, "REUSED_PERIOD", 40)
+    task = task_file(tmp_path, "x * y + y.sin()", "torch.randn(4, 40), torch.randn(40)")
+
+    def blocks(generator):
+        return {name: {**params, "BLOCK": block}
+                for name, params in generator.default_config().items()}  # fmt: skip
+
+    kernel = generate(task, tmp_path, config=blocks)
+    source = kernel.read_text()
+    assert "idx = (pid % 4) * 40 + pos" in source
+    assert f"[(4 * triton.cdiv(40, {block}),)]" in source
+    verdict = verify(task, kernel, tmp_path)
+    assert verdict.passed, verdict.message
+
+
 def _small_blocks(default):
     """Blocks smaller than the rows and K, so several programs share one row or tile."""
 

@@ -142,16 +142,17 @@ def test_a_gpu_convolution_tries_each_precision_before_any_tiling(
     one TF32 product of operands rounded to nearest as cuDNN rounds them (KernelBench's
     evaluator agreed with 25 of 29 such kernels, benchmarks/RESULTS.md), except a stride-1 one
     of at most 8 input channels per group, which cuDNN ran without TF32; `ieee` starts at
-    tf32x3. Until one verifies, every other DOT comes before any tiling change; once one
-    verifies, DOT stays put (the later ones are slower). GEMMs, judged against IEEE matmuls,
-    start at tf32x3 either way."""
+    tf32x3. The space lists them fastest first. Until one verifies, every other DOT comes
+    before any tiling change, fastest first; once one verifies, only a faster DOT no config
+    tried comes before the tiling changes. GEMMs, judged against IEEE matmuls, start at tf32x3
+    either way."""
     task = task_file(tmp_path, "self.c(x) + x[:, :8, 1:-1, 1:-1] @ self.w", "torch.randn(2, 16, 9, 9)",
                      params=f"self.c = {module}; self.w = nn.Parameter(torch.randn(7, 7))")  # fmt: skip
     gen = builtin_generator(task, "triton", tmp_path, device="cuda", precision=precision)
     default, spaces = gen.default_config(), gen.tunables()
     conv = next(name for name in default if "convolution" in name)
     gemm = next(name for name in default if name != conv and "DOT" in default[name])
-    assert (default[conv]["DOT"], spaces[conv]["DOT"]) == (dots[0], dots)
+    assert (default[conv]["DOT"], spaces[conv]["DOT"]) == (dots[0], sorted(dots, key=FASTEST.index))
     assert default[gemm]["DOT"] == "tf32x3"
     model = BuiltinModel()
     model.generator = lambda context: gen  # noqa: ARG005 - the same program every call
@@ -164,6 +165,14 @@ def test_a_gpu_convolution_tries_each_precision_before_any_tiling(
     refine = read_config(model.code({}, tried, tried[1]))  # the second precision verified
     assert refine[conv]["DOT"] == dots[1] and refine[gemm]["DOT"] == "tf32x3"
     assert refine != configs[1]
+    first = read_config(model.code({}, tried[:1], tried[0]))  # the default verified at once
+    space = spaces[conv]["DOT"]
+    faster = space[: space.index(dots[0])]  # untried, so tried next (tf32rn after tf32x3)
+    assert first[conv]["DOT"] == (faster[0] if faster else dots[0])
+    assert (_tiles(first) == _tiles(default)) == bool(faster)  # else a tiling change
+
+
+FASTEST = ["tf32rn", "tf32x3", "ieee"]
 
 
 def _tiles(config: dict) -> dict:

@@ -23,9 +23,11 @@ from kernelgraph.tools.builtin.kernels import FusedKernel, GemmKernel
 from kernelgraph.tools.builtin.module import read_config
 
 Config = dict[str, dict[str, Any]]
-# The tunable that trades accuracy for speed, fastest value first. Until a config verifies, its
-# values come before any tiling change (a wrong result is cured by precision, not tiles); once
-# one verifies it stays put, since every value after it is slower and those before it failed.
+# The tunable that trades accuracy for speed, its values listed fastest first (the default may
+# start past some: a convolution cuDNN likely runs without TF32 starts at tf32x3). Until a
+# config verifies, its values come before any tiling change (a wrong result is cured by
+# precision, not tiles), fastest first; once one verifies, only faster values that no config
+# has tried yet come before the tiling changes (the slower ones cannot win, the tried failed).
 PRECISION = "DOT"
 
 
@@ -136,7 +138,8 @@ class BuiltinModel:
             default = start_config(default, gen.tunables(), context["start"])
         configs = [] if default in tried_configs else [default]
         centre = read_config(best_code) or default
-        for config in _next_configs(centre, gen.tunables(), verified=best_code is not None):
+        spaces = gen.tunables()
+        for config in _next_configs(centre, spaces, best_code is not None, tried_configs):
             if len(configs) >= n:
                 break
             if config not in tried_configs and config not in configs:
@@ -157,15 +160,24 @@ def start_config(default: Config, spaces: dict[str, dict[str, list[Any]]], seed:
 
 
 def _next_configs(
-    centre: Config, spaces: dict[str, dict[str, list[Any]]], verified: bool
+    centre: Config, spaces: dict[str, dict[str, list[Any]]], verified: bool, tried: list[Config]
 ) -> list[Config]:
     """The neighbours to try, in order, with PRECISION handled as its comment says."""
-    if verified:
-        tiling = {kernel: {p: values for p, values in params.items() if p != PRECISION}
-                  for kernel, params in spaces.items()}  # fmt: skip
-        return neighbours(centre, tiling)
-    found = neighbours(centre, spaces)
-    return sorted(found, key=lambda config: _changed(config, centre)[1] != PRECISION)
+    tiling = {kernel: {p: values for p, values in params.items() if p != PRECISION}
+              for kernel, params in spaces.items()}  # fmt: skip
+    precisions = []
+    for kernel, params in spaces.items():
+        values = params.get(PRECISION) or []
+        current = centre.get(kernel, {}).get(PRECISION)
+        if current not in values:
+            continue
+        used = {config.get(kernel, {}).get(PRECISION) for config in tried}
+        for value in values if not verified else values[: values.index(current)]:
+            if value != current and not (verified and value in used):
+                changed = {k: dict(v) for k, v in centre.items()}
+                changed[kernel][PRECISION] = value
+                precisions.append(changed)
+    return precisions + neighbours(centre, tiling)
 
 
 def neighbours(config: Config, spaces: dict[str, dict[str, list[Any]]]) -> list[Config]:

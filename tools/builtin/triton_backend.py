@@ -105,13 +105,14 @@ class TritonBackend:
         """tl.dot's input precision as Python source: the DOT tuning parameter at fp32."""
         return "DOT" if self.fp32 else {"tf32": '"tf32"'}.get(self.precision)
 
-    def _conv_dots(self, kernel: ConvKernel) -> tuple[str, ...]:
-        """The DOT values a convolution tries, in order (none when DOT is not tuned)."""
+    def _conv_dots(self, kernel: ConvKernel, fastest: bool = False) -> tuple[str, ...]:
+        """The DOT values a convolution may use (none when DOT is not tuned): the first to try
+        first, or with `fastest`, fastest first (the order the search ranks them in)."""
         if not self.fp32:
             return ()
         if not self.gpu:
             return GEMM_DOTS  # cuDNN's flags: GPU only
-        if self.precision == "fp32" and triton_conv.cudnn_skips_tf32(kernel):
+        if self.precision == "fp32" and triton_conv.cudnn_skips_tf32(kernel) and not fastest:
             return CUDNN_FP32_DOTS
         return CONV_DOTS[self.precision]
 
@@ -172,7 +173,7 @@ class TritonBackend:
         if isinstance(kernel, AttentionKernel):
             return triton_attention.tunables(kernel, self.gpu, self._gemm_dots())
         if isinstance(kernel, ConvKernel):
-            return triton_conv.tunables(kernel, self.gpu, self._conv_dots(kernel))
+            return triton_conv.tunables(kernel, self.gpu, self._conv_dots(kernel, fastest=True))
         if isinstance(kernel, ScanKernel):
             return triton_scan.tunables(kernel, self.gpu)
         if isinstance(kernel, PoolKernel):
@@ -240,7 +241,7 @@ class TritonBackend:
                 f"triton.cdiv({kernel.n}, {config['BLOCK_N']}), {kernel.batch}, {kernel.split_k})"
             )
         elif kernel.is_pointwise():
-            grid = f"(triton.cdiv({kernel.numel}, {config['BLOCK']}),)"
+            grid = triton_emit.pointwise_grid(kernel, config["BLOCK"])
         else:
             grid = f"(triton.cdiv({kernel.rows}, {config['BLOCK_K']}),)"
         options = ", ".join(f"{k}={v!r}" for k, v in config.items())

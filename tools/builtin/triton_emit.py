@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import math
 
-from kernelgraph.tools.builtin.expr import Load
+from kernelgraph.tools.builtin.expr import Load, var, walk
 from kernelgraph.tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction
 from kernelgraph.tools.builtin.printer import Printer, operator_or_call
 
 INT32_LIMIT = 2**31 - 1
+# A flat kernel reading an operand at idx % P with P at least this many elements (a layer
+# norm's weight over 64 x 256 x 256) re-reads it once per repeat: between two reads of one
+# block the other operands stream P elements each through L2 and evict it.
+REUSED_PERIOD = 1 << 20
 INIT = {"sum": "0.0", "prod": "1.0", "max": '-float("inf")', "min": 'float("inf")'}
 COMBINE = {"sum": "{a} + {b}", "prod": "{a} * {b}", "max": "tl.maximum({a}, {b})",
            "min": "tl.minimum({a}, {b})"}  # fmt: skip
@@ -120,13 +124,45 @@ def _signature(kernel, constexprs: list[str]) -> str:
     return f"@triton.jit\ndef {kernel.name}({', '.join(args)}):"
 
 
+def reused_period(kernel: FusedKernel) -> int | None:
+    """P when the kernel reads an operand at idx % P, P large and repeated (REUSED_PERIOD)."""
+    periods = {
+        node.attr.offset.args[1].attr
+        for store in kernel.stores
+        for node in walk(store.value)
+        if node.op == "load"
+        and node.attr.offset.op == "imod"
+        and node.attr.offset.args[0] == var("idx")
+        and node.attr.offset.args[1].op == "const"
+    }
+    repeated = [p for p in periods if p >= REUSED_PERIOD and kernel.numel % p == 0]
+    return max((p for p in repeated if p < kernel.numel), default=None)
+
+
+def pointwise_grid(kernel: FusedKernel, block: int) -> str:
+    period = reused_period(kernel)
+    if period is None:
+        return f"(triton.cdiv({kernel.numel}, {block}),)"
+    return f"({kernel.numel // period} * triton.cdiv({period}, {block}),)"
+
+
 def pointwise_source(kernel: FusedKernel, gpu: bool) -> str:
+    """Blocks of idx in order; with a reused period, repeat-major (block b of every repeat,
+    then block b + 1), so the programs that share the reused operand's block run together and
+    all but the first read it from L2."""
     printer = Printer(TritonSyntax(gpu))
     start = "tl.program_id(0).to(tl.int64)" if kernel.numel > INT32_LIMIT else "tl.program_id(0)"
-    body = [
-        f"idx = {start} * BLOCK + tl.arange(0, BLOCK)",
-        f"mask = idx < {kernel.numel}",
-    ]
+    period = reused_period(kernel)
+    if period is None:
+        body = [f"idx = {start} * BLOCK + tl.arange(0, BLOCK)", f"mask = idx < {kernel.numel}"]
+    else:
+        repeats = kernel.numel // period
+        body = [
+            f"pid = {start}",
+            f"pos = (pid // {repeats}) * BLOCK + tl.arange(0, BLOCK)",
+            f"idx = (pid % {repeats}) * {period} + pos",
+            f"mask = pos < {period}",
+        ]
     for store in kernel.stores:
         value = printer.value(store.value)
         body += printer.take()
