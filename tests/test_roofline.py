@@ -258,22 +258,22 @@ def _verdict():
 def test_a_cpu_kernel_above_its_peak_measures_the_peak_again_once(
     cache_dir, fake_measure, monkeypatch
 ):
-    from kernelgraph.tools.harness import assemble
+    from kernelgraph.tools.harness import sol_fill
     from kernelgraph.tools.harness.config import EvalConfig
 
-    monkeypatch.setattr(assemble, "_CPU_REMEASURED", set())
+    monkeypatch.setattr(sol_fill, "_CPU_REMEASURED", set())
     _cache_entry(cache_dir, 1e8, 1e9)  # measured under load
     stale = roofline.cpu_peaks().__dict__
     config = EvalConfig(dsl="cpp", device="cpu", threads=torch.get_num_threads())
     meta = {"flops": 0, "min_bytes": 1e7}  # in 1 ms: 1e10 B/s, 10000% of the stale 1e8
     first = _verdict()
-    assemble._fill_sol(first, config, meta, stale)
+    sol_fill.fill_sol(first, config, meta, stale)
     assert len(fake_measure) == 1
     assert first.sol_pct == pytest.approx(100.0) and not first.warnings  # of 1e10 measured again
     # the next worker reads the raised figures from the cache; this process measures no more
     assert roofline.cpu_peaks().bandwidth == 1e10
     second = _verdict()
-    assemble._fill_sol(second, config, meta, stale)
+    sol_fill.fill_sol(second, config, meta, stale)
     assert len(fake_measure) == 1
     assert second.sol_pct == pytest.approx(1e4) and "faster than the peak" in second.warnings[0]
 
@@ -303,15 +303,15 @@ def test_a_tasks_speed_of_light_takes_the_rate_its_reference_may_use(
 ):
     """A tf32rn convolution ran at 101-154% of an fp32 bound (H100, level 1): the bound must
     take the TF32 rate wherever the reference may use it, or sol_pct overstates."""
-    from kernelgraph.tools.harness.assemble import _fill_sol
     from kernelgraph.tools.harness.config import EvalConfig
+    from kernelgraph.tools.harness.sol_fill import fill_sol
     from kernelgraph.tools.harness.verdict import Timing, Verdict
 
     verdict = Verdict("passed", "", "triton", device, "strict", precision)
     verdict.timing = Timing(kernel_ms=10.0)
     config = EvalConfig(dsl="triton", device=device, precision=precision)
     meta = {"flops": 10**12, "conv_flops": conv_flops, "min_bytes": 10**6}
-    _fill_sol(verdict, config, meta, vars(H100))
+    fill_sol(verdict, config, meta, vars(H100))
     expected = H100.flops["tf32"] / (3 if rate == "fp32" else 1)
     assert verdict.sol["peak_flops"] == pytest.approx(expected)
     assert verdict.sol_pct == pytest.approx(100 * 1e3 * 10**12 / expected / 10.0)

@@ -15,6 +15,7 @@ from kernelgraph.tools.builtin import (
     triton_conv,
     triton_emit,
     triton_pool,
+    triton_rows,
     triton_scan,
 )
 from kernelgraph.tools.builtin.attention import AttentionKernel
@@ -212,13 +213,13 @@ class TritonBackend:
         if isinstance(kernel, PoolKernel):
             return triton_pool.pool_source(kernel, self.gpu)
         if isinstance(kernel, PartialReduction):
-            return triton_emit.partial_source(kernel, self.gpu)
+            return triton_rows.partial_source(kernel, self.gpu)
         if isinstance(kernel, GemmKernel):
             return triton_emit.gemm_source(kernel, self.gpu, self._dot())
         if kernel.is_pointwise():
             return triton_emit.pointwise_source(kernel, self.gpu)
         persistent = config["BLOCK_R"] >= kernel.rlen
-        return triton_emit.row_source(kernel, self.gpu, persistent)
+        return triton_rows.row_source(kernel, self.gpu, persistent)
 
     def fresh_outputs(self, outputs: list[tuple[str, int]]) -> list[str]:
         """Device memory needs nothing after allocation."""
