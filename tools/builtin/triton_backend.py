@@ -15,6 +15,7 @@ from kernelgraph.tools.builtin import (
     triton_conv,
     triton_emit,
     triton_pool,
+    triton_resident,
     triton_rows,
     triton_scan,
 )
@@ -67,7 +68,7 @@ def _warps(elements: int) -> int:
 class TritonBackend:
     dsl = "triton"
     prelude = triton_emit.PRELUDE
-    helpers = {**triton_emit.HELPERS, **tf32_copies.HELPERS}
+    helpers = {**triton_emit.HELPERS, **tf32_copies.HELPERS, **triton_resident.HELPERS}
     kernel_kinds = (FusedKernel, GemmKernel, PartialReduction, PoolKernel, ScanKernel, ConvKernel,
                     AttentionKernel)  # fmt: skip
 
@@ -150,6 +151,9 @@ class TritonBackend:
                         "num_warps": 8}  # fmt: skip
             return _strided_tile(kernel)
         if kernel.rlen > MAX_PERSISTENT_R:  # H200: 16384 x 16 warps only paid with one reduction
+            if triton_resident.fits(kernel):  # read once, not once per pass
+                return {"BLOCK_K": 1, "BLOCK_R": triton_resident.DEFAULT_BLOCK_R, "num_warps": 8,
+                        "RESIDENT": True}  # fmt: skip
             if len(kernel.reductions) == 1:
                 return {"BLOCK_K": 1, "BLOCK_R": LOOPED_BLOCK_R, "num_warps": 16}
             return {"BLOCK_K": 1, "BLOCK_R": 4096, "num_warps": 8}
@@ -196,7 +200,8 @@ class TritonBackend:
         if kernel.inner > 1:
             return {"BLOCK_K": [32, 64, 128], "BLOCK_R": [8, 16, 32, 64], "num_warps": [4, 8]}
         if kernel.rlen > MAX_PERSISTENT_R:
-            return {"BLOCK_R": [4096, 8192, 16384], "num_warps": [8, 16]}
+            resident = {"RESIDENT": [True, False]} if triton_resident.fits(kernel) else {}
+            return {**resident, "BLOCK_R": [4096, 8192, 16384], "num_warps": [8, 16]}
         block_r = next_pow2(kernel.rlen)
         ks = sorted({max(1, 2048 // block_r) * f for f in (1, 2, 4)} | {1})
         return {"BLOCK_K": ks, "num_warps": [4, 8, 16]}
@@ -218,6 +223,8 @@ class TritonBackend:
             return triton_emit.gemm_source(kernel, self.gpu, self._dot())
         if kernel.is_pointwise():
             return triton_emit.pointwise_source(kernel, self.gpu)
+        if config.get("RESIDENT"):
+            return triton_resident.resident_source(kernel, self.gpu, config["BLOCK_R"])
         persistent = config["BLOCK_R"] >= kernel.rlen
         return triton_rows.row_source(kernel, self.gpu, persistent)
 
@@ -234,6 +241,8 @@ class TritonBackend:
             return triton_scan.launch(kernel, args, config)
         if isinstance(kernel, PoolKernel):
             return triton_pool.launch(kernel, args, config)
+        if config.get("RESIDENT"):
+            return triton_resident.launch(kernel, args, config)
         if isinstance(kernel, PartialReduction):
             grid = f"(triton.cdiv({kernel.rlen}, {config['BLOCK_R']}), {kernel.rows})"
         elif isinstance(kernel, GemmKernel):

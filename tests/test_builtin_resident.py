@@ -1,0 +1,113 @@
+"""Resident rows (tools/builtin/triton_resident.py): a long row held by several programs at once,
+which exchange their partial reductions, so the row is read from memory once.
+
+The Triton interpreter runs programs one after another, so on the CPU a row can only be one
+chunk (the exchange then completes with the program's own partial); rows of several chunks are
+refused there, not left to hang, and run in the GPU test."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from builtin_helpers import builtin_generator, task_file
+from test_builtin import generate, verify
+
+ROWS = {
+    "softmax": "torch.softmax(x, dim=1)",
+    "l1_norm": "x / torch.sum(torch.abs(x), dim=1, keepdim=True)",
+    "layer_norm": "F.layer_norm(x, (x.shape[-1],))",
+    "log_softmax_and_row_max": "(torch.log_softmax(x, dim=-1), x.amax(dim=1))",
+}
+
+
+def resident(block_r: int):
+    def config(generator):
+        return {name: {"BLOCK_K": 1, "BLOCK_R": block_r, "num_warps": 1, "RESIDENT": True}
+                for name in generator.default_config()}  # fmt: skip
+
+    return config
+
+
+@pytest.mark.parametrize("name", list(ROWS))
+def test_resident_rows_verify(tmp_path, name):
+    task = task_file(tmp_path, ROWS[name], "torch.randn(3, 50)")
+    kernel = generate(task, tmp_path, config=resident(64))
+    source = kernel.read_text()
+    assert "_launch_resident(" in source and "sem='acq_rel'" in source
+    verdict = verify(task, kernel, tmp_path)
+    assert verdict.passed, verdict.message
+
+
+def test_a_row_in_chunks_is_refused_where_programs_run_one_at_a_time(tmp_path):
+    """Two chunks of a row would wait for each other forever under the interpreter."""
+    task = task_file(tmp_path, ROWS["softmax"], "torch.randn(3, 50)")
+    verdict = verify(task, generate(task, tmp_path, config=resident(32)), tmp_path)
+    assert verdict.status == "crashed"
+    assert "a row needs 2 programs running at once; this device holds 1" in verdict.message
+
+
+@pytest.mark.parametrize(
+    ("forward", "resident_default"),
+    [
+        (ROWS["softmax"], True),
+        (ROWS["layer_norm"], True),
+        ("x.sum(dim=1)", False),  # read once anyway: nothing to hold
+        ("x - x[:, :1].expand_as(x) + x.argmax(dim=1, keepdim=True)", False),  # positions
+    ],
+)
+def test_long_rows_on_a_gpu_default_to_resident(tmp_path, forward, resident_default):
+    task = task_file(tmp_path, forward, "torch.randn(1024, 65536)")
+    generator = builtin_generator(task, "triton", tmp_path, device="cuda")
+    configs = [c for c in generator.default_config().values() if "BLOCK_R" in c]
+    assert any(c.get("RESIDENT", False) for c in configs) is resident_default
+
+
+def test_the_exchange_compiles_for_hopper(tmp_path):
+    """The interpreter does not check what the GPU compiler does: compile for sm_90 without a
+    GPU, and find the release/acquire pair that orders the partials with the arrivals."""
+    import importlib.util
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    task = task_file(tmp_path, ROWS["softmax"], "torch.randn(1024, 65536)")
+    generator = builtin_generator(task, "triton", tmp_path, device="cuda")
+    path = tmp_path / "kernel.py"
+    path.write_text(generator.code())
+    spec = importlib.util.spec_from_file_location("resident_kernel", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    [(name, config)] = [kv for kv in generator.default_config().items() if kv[1].get("RESIDENT")]
+    fn = getattr(module, name)
+    kinds = {"arrivals": "*i32", "partials": "*i32"}  # the rest: fp32 tensors
+    signature = {p.name: "constexpr" if p.is_constexpr else kinds.get(p.name, "*fp32")
+                 for p in fn.params}  # fmt: skip
+    constexprs = {"BLOCK_R": config["BLOCK_R"], "CHUNKS": 65536 // config["BLOCK_R"]}
+    compiled = triton.compile(
+        ASTSource(fn, signature=signature, constexprs=constexprs),
+        target=GPUTarget("cuda", 90, 32),
+        options={"num_warps": config["num_warps"]},
+    )
+    ptx = compiled.asm["ptx"]
+    assert "atom.global.gpu.release.exch" in ptx
+    assert "atom.global.gpu.acq_rel.add" in ptx and "ld.global.gpu.acquire" in ptx  # the wait
+    assert "ld.volatile.global" in ptx
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", ["softmax", "layer_norm"])
+def test_resident_rows_in_many_chunks_verify_on_a_gpu(tmp_path, name):
+    from kernelgraph.tools.harness.cache import EvalCache
+    from kernelgraph.tools.harness.config import EvalConfig
+    from kernelgraph.tools.harness.evaluate import evaluate
+
+    task = task_file(tmp_path, ROWS[name], "torch.randn(512, 200000)")
+    generator = builtin_generator(task, "triton", tmp_path, device="cuda")
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(generator.code())
+    assert "_launch_resident(" in kernel.read_text()
+    config = EvalConfig(dsl="triton", device="cuda", seeds=2)
+    verdict = evaluate(task, kernel, config, EvalCache(tmp_path / "cache"))
+    assert verdict.passed, verdict.message

@@ -1,0 +1,177 @@
+"""Resident rows: a row too long for one program, held on chip by several at once.
+
+A softmax or norm over rows longer than a program holds reads each row twice from memory (a
+pass for the statistics, a pass that writes), which caps it at two thirds of the bandwidth's
+speed-of-light. Here a row is cut into CHUNKS chunks of BLOCK_R, one per program, each kept in
+registers: a program reduces its chunk, publishes the partial result, waits until every chunk
+of its row has published, combines the partials and writes its chunk. The row is read once.
+
+The programs of one row wait for each other, so they must all run at the same time:
+`_launch_resident` (a host helper in the kernel file) launches only as many programs as the GPU
+holds at once, a multiple of CHUNKS, and each loops over rows. Under the Triton interpreter,
+which runs programs one after another, only CHUNKS == 1 can run.
+"""
+
+from __future__ import annotations
+
+from kernelgraph.tools.builtin.kernels import FusedKernel
+from kernelgraph.tools.builtin.printer import Printer
+from kernelgraph.tools.builtin.triton_emit import (
+    INIT,
+    INT32_LIMIT,
+    TritonSyntax,
+    _indent,
+)
+from kernelgraph.tools.builtin.triton_rows import _reduce_block
+
+# the reductions whose partials combine by the same reduction, over a row's partials (1D)
+COMBINE_ALL = {"sum": "tl.sum({a}, axis=0)", "max": "tl.max({a}, axis=0)",
+               "min": "tl.min({a}, axis=0)", "prod": "tl.reduce({a}, 0, _multiply)"}  # fmt: skip
+DEFAULT_BLOCK_R = 8192  # 32 fp32 a thread at 8 warps
+
+
+def fits(kernel: FusedKernel) -> bool:
+    """Contiguous rows whose full-space stores would otherwise read them a second time, with
+    reductions whose partials combine."""
+    return (
+        kernel.inner == 1
+        and bool(kernel.reductions)
+        and all(r.kind in COMBINE_ALL for r in kernel.reductions)
+        and any(s.space == "full" for s in kernel.stores)
+    )
+
+
+def chunks(kernel: FusedKernel, block_r: int) -> int:
+    return -(-kernel.rlen // block_r)
+
+
+def _position(kernel: FusedKernel, item: str) -> list[str]:
+    """Row, chunk, indices and masks of work item `item`."""
+    wide = ".to(tl.int64)" if kernel.numel > INT32_LIMIT else ""
+    return [
+        f"row = {item} // CHUNKS",
+        f"chunk = {item} % CHUNKS",
+        f"k = row{wide} + tl.zeros([1, 1], tl.int32)",
+        f"kmask = k < {kernel.rows}",
+        "r = chunk * BLOCK_R + tl.arange(0, BLOCK_R)[None, :]",
+        f"mask = kmask & (r < {kernel.rlen})",
+        f"idx = k * {kernel.rlen} + r",
+    ]
+
+
+def resident_source(kernel: FusedKernel, gpu: bool, block_r: int) -> str:
+    """Each program loops over work items (row, chunk), G programs apart."""
+    count = chunks(kernel, block_r)
+    width = 1 << max(count - 1, 0).bit_length()  # the partials of one row, padded to a power of 2
+    names = {f"r{j}": f"r{j}" for j in range(len(kernel.reductions))}
+    printer = Printer(TritonSyntax(gpu), dict(names), prefix="a")  # one scope: loads are shared
+    body = _position(kernel, "w")
+    n_passes = len(kernel.passes())
+    for p, members in enumerate(kernel.passes()):
+        for j in members:
+            value = printer.value(kernel.reductions[j].value)
+            body += printer.take()
+            body += _reduce_block(j, kernel.reductions[j].kind, value, kernel.rlen)
+        body += _exchange(kernel, members, p, n_passes, width)
+    rows = Printer(TritonSyntax(gpu), dict(names), prefix="w")
+    for store in kernel.stores:
+        if store.space == "row":  # the row's value: one program of the row stores it
+            value = rows.value(store.value)
+            body += rows.take()
+            body.append(f"tl.store({store.arg} + k, {value}, mask=kmask & (chunk == 0))")
+        else:
+            value = printer.value(store.value)
+            body += printer.take() + [f"tl.store({store.arg} + idx, {value}, mask=mask)"]
+    args = [*kernel.inputs, *kernel.outputs, "partials", "arrivals"]
+    constexprs = ["BLOCK_R: tl.constexpr", "CHUNKS: tl.constexpr"]
+    return "\n".join([
+        "@triton.jit",
+        f"def {kernel.name}({', '.join([*args, *constexprs])}):",
+        f"    for w in range(tl.program_id(0), {kernel.rows} * CHUNKS, tl.num_programs(0)):",
+        *_indent(body, 2),
+    ])  # fmt: skip
+
+
+def _exchange(kernel: FusedKernel, members: list[int], p: int, n_passes: int, width: int):
+    """Publish this chunk's partials of one pass, wait for the row's other chunks, combine.
+
+    One thread runs a scalar atomic, so the partials go out (as their bits: the interpreter
+    exchanges no floats) by atomic exchange from the thread that then announces them with a
+    release; the wait acquires, and the partials come back by volatile loads, which skip the
+    SM's own (incoherent) L1."""
+    n = len(kernel.reductions)
+    lines = [
+        f"tl.atomic_xchg(partials + (row * {n} + {j}) * {width} + chunk, "
+        f"tl.sum(r{j}).to(tl.int32, bitcast=True), sem='release')"
+        for j in members
+    ]
+    slot = f"arrivals + row * {n_passes} + {p}"
+    lines += [
+        f"arrived = tl.atomic_add({slot}, 1, sem='acq_rel') + 1",
+        "while arrived < CHUNKS:",
+        f"    arrived = tl.atomic_add({slot}, 0, sem='acquire')",
+        "tl.debug_barrier()",
+        f"cols = tl.arange(0, {width})",
+    ]
+    for j in members:
+        kind = kernel.reductions[j].kind
+        part = f"partials + (row * {n} + {j}) * {width} + cols"
+        lines += [
+            f"p{j} = tl.load({part}, mask=cols < CHUNKS, volatile=True)",
+            f"p{j} = tl.where(cols < CHUNKS, p{j}.to(tl.float32, bitcast=True), {INIT[kind]})",
+            f"r{j} = {COMBINE_ALL[kind].format(a=f'p{j}')}",
+        ]
+    return lines
+
+
+def launch(kernel: FusedKernel, args: list[str], config: dict) -> list[str]:
+    """Lines of forward: the row's exchange buffers (arrivals start at zero every call), then
+    the launch on as many programs as stay resident."""
+    block_r = config["BLOCK_R"]
+    count = chunks(kernel, block_r)
+    width = 1 << max(count - 1, 0).bit_length()
+    device = f"{args[0]}.device"
+    partials, arrivals = f"{kernel.name}_partials", f"{kernel.name}_arrivals"
+    slots = kernel.rows * len(kernel.passes())
+    options = f"dict(BLOCK_R={block_r}, CHUNKS={count}, num_warps={config['num_warps']})"
+    return [
+        f"{partials} = torch.empty(({kernel.rows * len(kernel.reductions) * width},), "
+        f"device={device}, dtype=torch.int32)",
+        f"{arrivals} = torch.zeros(({slots},), device={device}, dtype=torch.int32)",
+        f"_launch_resident({kernel.name}, {kernel.rows * count}, {count}, "
+        f"({', '.join(args)}, {partials}, {arrivals}), {options})",
+    ]
+
+
+HELPERS = {
+    "_launch_resident": '''_RESIDENT_PROGRAMS = {}
+
+
+def _launch_resident(kernel, items, chunks, args, options):
+    """Launch on as many programs as the GPU holds at once (a multiple of chunks, at most
+    items): a row's chunks wait for each other, so all of them must be running."""
+    device = args[0].device
+    if (kernel, device) not in _RESIDENT_PROGRAMS:
+        held = 1  # the Triton interpreter runs one program at a time
+        if device.type == "cuda":
+            compiled = kernel.warmup(*args, grid=(1,), **options)
+            compiled._init_handles()
+            props = torch.cuda.get_device_properties(device)
+            warps = compiled.metadata.num_warps
+            regs_per_warp = -(-compiled.n_regs * 32 // 256) * 256
+            per_sm = min(
+                props.max_threads_per_multi_processor // (32 * warps),
+                props.regs_per_multiprocessor // (regs_per_warp * warps),
+                props.shared_memory_per_multiprocessor // (compiled.metadata.shared + 1024),
+                32,
+            )
+            held = props.multi_processor_count * per_sm
+        if held < chunks:
+            raise RuntimeError(
+                f"a row needs {chunks} programs running at once; this device holds {held}: "
+                "use a larger BLOCK_R"
+            )
+        _RESIDENT_PROGRAMS[(kernel, device)] = min(items, held // chunks * chunks)
+    kernel[(_RESIDENT_PROGRAMS[(kernel, device)],)](*args, **options)
+''',
+}
