@@ -52,6 +52,7 @@ def test_a_row_in_chunks_is_refused_where_programs_run_one_at_a_time(tmp_path):
         (ROWS["softmax"], True),
         (ROWS["layer_norm"], True),
         ("x.sum(dim=1)", False),  # read once anyway: nothing to hold
+        ("torch.softmax(x.reshape(64, 65536, 16), dim=1)", False),  # strided rows
         ("x - x[:, :1].expand_as(x) + x.argmax(dim=1, keepdim=True)", False),  # positions
     ],
 )
@@ -60,6 +61,17 @@ def test_long_rows_on_a_gpu_default_to_resident(tmp_path, forward, resident_defa
     generator = builtin_generator(task, "triton", tmp_path, device="cuda")
     configs = [c for c in generator.default_config().values() if "BLOCK_R" in c]
     assert any(c.get("RESIDENT", False) for c in configs) is resident_default
+
+
+def test_rows_in_more_chunks_than_sms_loop_by_default(tmp_path):
+    """A row of more chunks than SMs may not fit on the device at once: loop over it instead."""
+    task = task_file(tmp_path, ROWS["softmax"], "torch.randn(512, 8192 * 140)")
+    generator = builtin_generator(task, "triton", tmp_path, device="cuda")
+    [config] = generator.default_config().values()
+    assert (
+        not config.get("RESIDENT")
+        and "RESIDENT" not in generator.tunables()[next(iter(generator.tunables()))]
+    )
 
 
 def test_the_exchange_compiles_for_hopper(tmp_path):

@@ -30,11 +30,13 @@ COMBINE_ALL = {"sum": "tl.sum({a}, axis=0)", "max": "tl.max({a}, axis=0)",
 DEFAULT_BLOCK_R = 8192  # 32 fp32 a thread at 8 warps
 
 
-def fits(kernel: FusedKernel) -> bool:
+def fits(kernel: FusedKernel, sms: int) -> bool:
     """Contiguous rows whose full-space stores would otherwise read them a second time, with
-    reductions whose partials combine."""
+    reductions whose partials combine, in no more default chunks than one program per SM (any
+    kernel that launches at all holds that many at once)."""
     return (
         kernel.inner == 1
+        and chunks(kernel, DEFAULT_BLOCK_R) <= sms
         and bool(kernel.reductions)
         and all(r.kind in COMBINE_ALL for r in kernel.reductions)
         and any(s.space == "full" for s in kernel.stores)
