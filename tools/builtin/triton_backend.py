@@ -152,8 +152,8 @@ class TritonBackend:
             return _strided_tile(kernel)
         if kernel.rlen > MAX_PERSISTENT_R:  # H200: 16384 x 16 warps only paid with one reduction
             if triton_resident.fits(kernel, SMS):  # read once, not once per pass
-                return {"BLOCK_K": 1, "BLOCK_R": triton_resident.DEFAULT_BLOCK_R, "num_warps": 8,
-                        "RESIDENT": True}  # fmt: skip
+                return {"BLOCK_K": 1, "BLOCK_R": triton_resident.DEFAULT_BLOCK_R,
+                        "num_warps": triton_resident.DEFAULT_WARPS, "RESIDENT": True}  # fmt: skip
             if len(kernel.reductions) == 1:
                 return {"BLOCK_K": 1, "BLOCK_R": LOOPED_BLOCK_R, "num_warps": 16}
             return {"BLOCK_K": 1, "BLOCK_R": 4096, "num_warps": 8}
@@ -200,8 +200,10 @@ class TritonBackend:
         if kernel.inner > 1:
             return {"BLOCK_K": [32, 64, 128], "BLOCK_R": [8, 16, 32, 64], "num_warps": [4, 8]}
         if kernel.rlen > MAX_PERSISTENT_R:
-            resident = {"RESIDENT": [True, False]} if triton_resident.fits(kernel, SMS) else {}
-            return {**resident, "BLOCK_R": [4096, 8192, 16384], "num_warps": [8, 16]}
+            if triton_resident.fits(kernel, SMS):
+                return {"RESIDENT": [True, False], "BLOCK_R": [4096, 8192, 16384],
+                        "num_warps": [4, 8, 16]}  # fmt: skip
+            return {"BLOCK_R": [4096, 8192, 16384], "num_warps": [8, 16]}
         block_r = next_pow2(kernel.rlen)
         ks = sorted({max(1, 2048 // block_r) * f for f in (1, 2, 4)} | {1})
         return {"BLOCK_K": ks, "num_warps": [4, 8, 16]}

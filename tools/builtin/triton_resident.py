@@ -14,6 +14,7 @@ which runs programs one after another, only CHUNKS == 1 can run.
 
 from __future__ import annotations
 
+from kernelgraph.tools.builtin.expr import walk
 from kernelgraph.tools.builtin.kernels import FusedKernel
 from kernelgraph.tools.builtin.printer import Printer
 from kernelgraph.tools.builtin.triton_emit import (
@@ -27,7 +28,9 @@ from kernelgraph.tools.builtin.triton_rows import _reduce_block
 # the reductions whose partials combine by the same reduction, over a row's partials (1D)
 COMBINE_ALL = {"sum": "tl.sum({a}, axis=0)", "max": "tl.max({a}, axis=0)",
                "min": "tl.min({a}, axis=0)", "prod": "tl.reduce({a}, 0, _multiply)"}  # fmt: skip
-DEFAULT_BLOCK_R = 8192  # 32 fp32 a thread at 8 warps
+# 32 fp32 a thread at 4 warps; H100, one exchange a row: softmax [4096, 393216] 5.03 ms against
+# 5.73 at 8192 x 8 warps, L1 norm [32768, 65535] 7.14 against 7.40 (benchmarks/RESULTS.md)
+DEFAULT_BLOCK_R, DEFAULT_WARPS = 4096, 4
 
 
 def fits(kernel: FusedKernel, sms: int) -> bool:
@@ -61,20 +64,36 @@ def _position(kernel: FusedKernel, item: str) -> list[str]:
     ]
 
 
+def _passes(kernel: FusedKernel) -> tuple[list[list[int]], dict]:
+    """The exchanges' groups of reductions, with online softmax's sum folded into its max's
+    (one exchange, not two), and those pairs (max index -> (sum index, shift))."""
+    online = kernel.online_pairs()
+    return kernel.passes({j: i for i, (j, _) in online.items()}), online
+
+
 def resident_source(kernel: FusedKernel, gpu: bool, block_r: int) -> str:
     """Each program loops over work items (row, chunk), G programs apart."""
     count = chunks(kernel, block_r)
     width = 1 << max(count - 1, 0).bit_length()  # the partials of one row, padded to a power of 2
     names = {f"r{j}": f"r{j}" for j in range(len(kernel.reductions))}
-    printer = Printer(TritonSyntax(gpu), dict(names), prefix="a")  # one scope: loads are shared
+    syntax = TritonSyntax(gpu)
+    printer = Printer(syntax, dict(names), prefix="a")  # one scope: loads are shared
     body = _position(kernel, "w")
-    n_passes = len(kernel.passes())
-    for p, members in enumerate(kernel.passes()):
-        for j in members:
-            value = printer.value(kernel.reductions[j].value)
+    passes, online = _passes(kernel)
+    for p, members in enumerate(passes):
+        published = []
+        for i in members:
+            value = printer.value(kernel.reductions[i].value)
             body += printer.take()
-            body += _reduce_block(j, kernel.reductions[j].kind, value, kernel.rlen)
-        body += _exchange(kernel, members, p, n_passes, width)
+            body += _reduce_block(i, kernel.reductions[i].kind, value, kernel.rlen)
+            published.append(i)
+            if i in online:  # the sum over exp(E - S(this chunk's max))
+                j = online[i][0]
+                body += _local_sum(kernel, i, j, printer, syntax)
+                published.append(j)
+        body += _exchange(kernel, published, p, len(passes), width)
+        for i in (i for i in members if i in online):
+            body += _rescaled_sum(i, *online[i], syntax)
     rows = Printer(TritonSyntax(gpu), dict(names), prefix="w")
     for store in kernel.stores:
         if store.space == "row":  # the row's value: one program of the row stores it
@@ -92,6 +111,26 @@ def resident_source(kernel: FusedKernel, gpu: bool, block_r: int) -> str:
         f"    for w in range(tl.program_id(0), {kernel.rows} * CHUNKS, tl.num_programs(0)):",
         *_indent(body, 2),
     ])  # fmt: skip
+
+
+def _local_sum(kernel: FusedKernel, i: int, j: int, printer: Printer, syntax) -> list[str]:
+    """r_j over this chunk against its own max r_i. A printer of its own (sharing the loads)
+    keeps exp(E - S(local max)) out of the shared printer, whose later uses mean the row's."""
+    local = Printer(syntax, {**printer.names, f"r{i}": f"m{i}"}, prefix=f"o{i}_")
+    local._done = {e: name for e, name in printer._done.items()
+                   if all(n.op != "var" or n.attr != f"r{i}" for n in walk(e))}  # fmt: skip
+    value = local.value(kernel.reductions[j].value)
+    return [f"m{i} = r{i}", *local.take(), *_reduce_block(j, "sum", value, kernel.rlen)]
+
+
+def _rescaled_sum(i: int, j: int, shift, syntax) -> list[str]:
+    """The row's r_j from the chunks' (max, sum) pairs: each sum times exp(S(its max) - S(the
+    row's max)); a zero sum (no elements, or all -inf) stays zero."""
+    part = Printer(syntax, {f"r{i}": f"p{i}"}, prefix=f"q{i}_")
+    whole = Printer(syntax, {f"r{i}": f"r{i}"}, prefix=f"g{i}_")
+    s_part, s_whole = part.value(shift), whole.value(shift)
+    scaled = f"tl.where(p{j} == 0.0, 0.0, p{j} * tl.exp({s_part} - {s_whole}))"
+    return [*part.take(), *whole.take(), f"r{j} = tl.sum({scaled}, axis=0)"]
 
 
 def _exchange(kernel: FusedKernel, members: list[int], p: int, n_passes: int, width: int):
@@ -134,7 +173,7 @@ def launch(kernel: FusedKernel, args: list[str], config: dict) -> list[str]:
     width = 1 << max(count - 1, 0).bit_length()
     device = f"{args[0]}.device"
     partials, arrivals = f"{kernel.name}_partials", f"{kernel.name}_arrivals"
-    slots = kernel.rows * len(kernel.passes())
+    slots = kernel.rows * len(_passes(kernel)[0])
     options = f"dict(BLOCK_R={block_r}, CHUNKS={count}, num_warps={config['num_warps']})"
     return [
         f"{partials} = torch.empty(({kernel.rows * len(kernel.reductions) * width},), "
