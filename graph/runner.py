@@ -7,7 +7,6 @@ with durability "sync": every finished node is on disk before the next starts.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,7 +31,7 @@ from kernelgraph.state.graph_state import GraphState
 from kernelgraph.state.store import RunStore, open_store
 from kernelgraph.tools.dsl import get_adapter
 from kernelgraph.tools.harness.config import POLICIES, PRECISIONS
-from kernelgraph.tools.harness.stopping import stop_workers_on_signal
+from kernelgraph.tools.harness.stopping import STOPPING, stop_workers_on_signal
 from kernelgraph.tools.harness.verdict import UsageError
 from kernelgraph.tools.harness.warm import WARM_POOL
 from kernelgraph.tools.task import TaskSource
@@ -208,9 +207,10 @@ def drive(
         store.update_run(run_id, status="running")
         error: BaseException | None = None
         try:
-            # a search's lanes evaluate on threads: a signal stops their workers at once
-            stop = stop_workers_on_signal() if kind.name == "search" else contextlib.nullcontext()
-            with stop, WARM_POOL.active():  # candidate workers start ahead of their evaluation
+            # a signal kills the workers at once (a search's lanes evaluate on threads) and
+            # marks the run stopping, which holds even where its KeyboardInterrupt is lost
+            # (raised inside a finalizer, Python prints and drops it)
+            with stop_workers_on_signal(), WARM_POOL.active():
                 for update in app.stream(
                     graph_input, thread, context=ctx, stream_mode="updates", durability="sync"
                 ):
@@ -222,6 +222,8 @@ def drive(
                         for node in update:
                             if node in kind.nodes:
                                 progress.step(node, as_state(values, kind.state), brain.spend())
+            if STOPPING.is_set():
+                raise KeyboardInterrupt("the run was stopped by a signal")
         except HANDLED as exc:
             error = exc
         snapshot = app.get_state(thread)

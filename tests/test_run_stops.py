@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -117,3 +119,40 @@ def test_a_convolution_that_misses_a_tf32_reference_says_why_and_what_to_do(
     assert bool(hint) == hinted
     if hinted:
         assert "--policy hybrid" in hint and "--precision ieee" in hint
+
+
+class _SignalsInItsFinalizer:
+    """Sends Ctrl-C to this process from `__del__`: Python raises the KeyboardInterrupt inside
+    the finalizer, prints "Exception ignored" and drops it, as it may at any moment of a run."""
+
+    def __del__(self) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the lost one
+def test_a_ctrl_c_whose_interrupt_is_lost_in_a_finalizer_still_stops_the_run(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import kernelgraph.nodes.checks as checks
+
+    real_evaluate = checks.evaluate
+
+    def evaluate_then_signal(*args, **kwargs):
+        verdict = real_evaluate(*args, **kwargs)
+        _SignalsInItsFinalizer()  # collected at once: the signal arrives in its finalizer
+        return verdict
+
+    monkeypatch.setattr(checks, "evaluate", evaluate_then_signal)
+    script = write_script(tmp_path, [kernel("cpp_scale_add")])
+    config = RunConfig(
+        task_path=str(TASK), dsl="cpp", device="cpu", seeds=1,
+        model=ModelConfig(name=f"script:{script}"),
+    ).with_changes({"max_iterations": 1, "sol_target_pct": 1e9})  # fmt: skip
+
+    stopped = runner.start(config, tmp_path / "runs.db")
+    assert (stopped.status, stopped.stop_reason, stopped.code()) == (
+        "interrupted",
+        "interrupted",
+        3,
+    )
+    assert f"kernelgraph resume {stopped.run_id}" in stopped.message
