@@ -8,7 +8,7 @@ of its row has published, combines the partials and writes its chunk. The row is
 
 The programs of one row wait for each other, so they must all run at the same time:
 `_launch_resident` (a host helper in the kernel file) launches only as many programs as the GPU
-holds at once, a multiple of CHUNKS, and each loops over rows. Under the Triton interpreter,
+holds at once, a multiple of CHUNKS, and each loops over work items (row, chunk). Under the Triton interpreter,
 which runs programs one after another, only CHUNKS == 1 can run.
 """
 
@@ -50,6 +50,11 @@ def chunks(kernel: FusedKernel, block_r: int) -> int:
     return -(-kernel.rlen // block_r)
 
 
+def _width(count: int) -> int:
+    """The slots of one row's partials: its chunk count padded to a power of 2 (tl.arange)."""
+    return 1 << max(count - 1, 0).bit_length()
+
+
 def _position(kernel: FusedKernel, item: str) -> list[str]:
     """Row, chunk, indices and masks of work item `item`."""
     wide = ".to(tl.int64)" if kernel.numel > INT32_LIMIT else ""
@@ -74,7 +79,7 @@ def _passes(kernel: FusedKernel) -> tuple[list[list[int]], dict]:
 def resident_source(kernel: FusedKernel, gpu: bool, block_r: int) -> str:
     """Each program loops over work items (row, chunk), G programs apart."""
     count = chunks(kernel, block_r)
-    width = 1 << max(count - 1, 0).bit_length()  # the partials of one row, padded to a power of 2
+    width = _width(count)
     names = {f"r{j}": f"r{j}" for j in range(len(kernel.reductions))}
     syntax = TritonSyntax(gpu)
     printer = Printer(syntax, dict(names), prefix="a")  # one scope: loads are shared
@@ -170,7 +175,7 @@ def launch(kernel: FusedKernel, args: list[str], config: dict) -> list[str]:
     the launch on as many programs as stay resident."""
     block_r = config["BLOCK_R"]
     count = chunks(kernel, block_r)
-    width = 1 << max(count - 1, 0).bit_length()
+    width = _width(count)
     device = f"{args[0]}.device"
     partials, arrivals = f"{kernel.name}_partials", f"{kernel.name}_arrivals"
     slots = kernel.rows * len(_passes(kernel)[0])
