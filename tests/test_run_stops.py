@@ -16,6 +16,7 @@ from kernelgraph.graph.summary import sentences
 from kernelgraph.nodes.llm.errors import EndpointDown
 from kernelgraph.state.config import ModelConfig, RunConfig
 from kernelgraph.state.store import open_store
+from kernelgraph.tools.harness.stopping import STOPPING
 from kernelgraph.tools.harness.verdict import HarnessError, TaskError, UsageError
 
 RUN = "r-20261124-ab12"
@@ -149,7 +150,10 @@ def test_a_ctrl_c_whose_interrupt_is_lost_in_a_finalizer_still_stops_the_run(
         model=ModelConfig(name=f"script:{script}"),
     ).with_changes({"max_iterations": 1, "sol_target_pct": 1e9})  # fmt: skip
 
-    stopped = runner.start(config, tmp_path / "runs.db")
+    try:
+        stopped = runner.start(config, tmp_path / "runs.db")
+    finally:
+        STOPPING.clear()  # the mark outlives the run (a search's lanes may): not into later tests
     assert (stopped.status, stopped.stop_reason, stopped.code()) == (
         "interrupted",
         "interrupted",
