@@ -536,3 +536,40 @@ def test_tilelang_gpu_launches_are_counted(candidate, tilelang_adapter, install)
     a, b = torch.randn(300, device="cuda"), torch.randn(300, device="cuda")
     assert torch.allclose(import_file(path).ModelNew()(a, b), a + b)
     assert counter.names == {"add": 1}
+
+
+GRID_STRIDE = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def grid_stride_copy(x_ptr, out_ptr, n):
+    for i in range(tl.program_id(0), n, tl.num_programs(0)):
+        tl.store(out_ptr + i, tl.load(x_ptr + i))
+
+
+x = torch.arange(7.0)
+out = torch.empty_like(x)
+grid_stride_copy[(3,)](x, out, x.numel())
+assert torch.equal(out, x)
+"""
+
+
+@pytest.mark.parametrize("prepared", [True, False])
+def test_the_interpreter_takes_runtime_values_as_indices_once_prepared(tmp_path, prepared):
+    """numpy >= 2.4 refuses Triton 3.6's interpreter `int()` of a 1-element array (triton#9171);
+    older numpy deprecates it, so warnings as errors show the same failure here."""
+    pytest.importorskip("triton")
+    script = tmp_path / "grid_stride.py"
+    prepare = "get_adapter('triton').prepare_child('cpu')\n" if prepared else ""
+    script.write_text("from kernelgraph.tools.dsl import get_adapter\n" + prepare + GRID_STRIDE)
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = subprocess.run(
+        [sys.executable, "-W", "error::DeprecationWarning", str(script)],
+        env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert (proc.returncode == 0) is prepared, proc.stderr[-2000:]
+    if not prepared:
+        assert "to a scalar" in proc.stderr or "Python scalars" in proc.stderr

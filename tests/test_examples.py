@@ -91,25 +91,9 @@ def test_example_matches_reference(case, dsl):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def _fix_triton_interpreter_for_numpy_2_4() -> None:
-    """Triton 3.6's interpreter turns scalar arguments into `int()` of a 1-element array, which
-    numpy >= 2.4 refuses, so any `range(0, n, BLOCK)` over a runtime `n` fails there
-    (triton-lang/triton#9171, fixed upstream by #9172). Re-patch `__index__` the fixed way."""
-    from triton.runtime import interpreter
-
-    original = interpreter._patch_lang_tensor
-    if getattr(original, "_numpy_2_4_fix", False):
-        return
-
-    def patched(tensor, scope):
-        original(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
-
-    patched._numpy_2_4_fix = True
-    interpreter._patch_lang_tensor = patched
-
-
 if __name__ == "__main__":
     if sys.argv[2] == "triton":
-        _fix_triton_interpreter_for_numpy_2_4()
+        from kernelgraph.tools.dsl.triton import fix_interpreter_index
+
+        fix_interpreter_index()
     check(sys.argv[1], sys.argv[2])

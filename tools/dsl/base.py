@@ -2,7 +2,8 @@
 
 An adapter is used in three places:
 - the parent (no candidate code runs there): `native_sources` for static checks, `notes`;
-- the candidate worker process: `child_env`, `install_launch_counter`, `load_module`;
+- the candidate worker process: `child_env`, `prepare_child`, `install_launch_counter`,
+  `load_module`;
 - the compile-check worker process: `compile_check` (for an explicit target, even without
   the device).
 DSL imports (triton, tilelang) happen inside methods, never at module import time, so that
@@ -83,6 +84,10 @@ class DslAdapter:
     def child_env(self, device: str) -> dict[str, str]:
         """Extra environment for the candidate process (e.g. TRITON_INTERPRET=1 on CPU)."""
         return {}
+
+    def prepare_child(self, device: str) -> None:
+        """Set the DSL up in the candidate process, before anything of the candidate's runs
+        (e.g. work around a bug of the installed version)."""
 
     def install_launch_counter(self, counter: LaunchCounter, device: str) -> None:
         """Patch this DSL's launch path in the current (candidate) process to count launches.

@@ -47,6 +47,10 @@ class TritonAdapter(DslAdapter):
     def child_env(self, device: str) -> dict[str, str]:
         return {"TRITON_INTERPRET": "1"} if device == "cpu" else {}
 
+    def prepare_child(self, device: str) -> None:
+        if device == "cpu":
+            fix_interpreter_index()
+
     def install_launch_counter(self, counter: LaunchCounter, device: str) -> None:
         from triton.runtime.autotuner import Autotuner
         from triton.runtime.interpreter import InterpretedFunction
@@ -103,6 +107,25 @@ class TritonAdapter(DslAdapter):
 
     def version(self) -> str:
         return package_version("triton")
+
+
+def fix_interpreter_index() -> None:
+    """Triton 3.6's interpreter takes `int()` of a 1-element array wherever a kernel uses a
+    runtime value as an index (`range(tl.program_id(0), n, ...)`, a runtime `n`), which numpy
+    >= 2.4 refuses (triton-lang/triton#9171, fixed upstream by #9172). Patch `__index__` the
+    fixed way; idempotent."""
+    from triton.runtime import interpreter
+
+    original = interpreter._patch_lang_tensor
+    if getattr(original, "_index_fixed", False):
+        return
+
+    def patched(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+
+    patched._index_fixed = True
+    interpreter._patch_lang_tensor = patched
 
 
 def _as_internal(method, counter: LaunchCounter):

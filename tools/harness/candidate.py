@@ -57,6 +57,7 @@ def _run(spec: dict, checks: list[Check], report: dict) -> None:
         ref.set_threads(spec.get("threads", 0))
         guards.poison_uninitialized_memory()
         adapter = get_adapter(spec["dsl"])
+        adapter.prepare_child(device)
         counter = LaunchCounter()
         adapter.install_launch_counter(counter, device)
     evaluation = read_message()  # kernel, seeds, folders: a worker started ahead waits here
