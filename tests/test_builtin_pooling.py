@@ -52,6 +52,16 @@ CASES = {
         f"{X3}, {X2}",
         ["pool"] * 6,
     ),
+    # stride 1 over rows of 36 (aligned): four outputs a lane (tools/builtin/triton_pool_rows.py),
+    # padded, dilated, with an epilogue that loads; the last two take the general kernel
+    "rows_1d": (
+        "(F.max_pool1d(x, 8, 1, 4, dilation=3), F.avg_pool1d(x, 8, 1, 4), "
+        "torch.relu(F.max_pool1d(x, 3, 1, 1) * self.scale[:, 0] + 0.5), F.avg_pool1d(x, 5, 1), "
+        "F.avg_pool1d(x, 4, 1, 2, count_include_pad=False), "
+        "*F.max_pool1d(x, 3, 1, 1, return_indices=True))",
+        "torch.randn(2, 3, 36)",
+        ["pool"] * 6,
+    ),
     # a prologue (its own kernel), the pool, and an epilogue fused into the pool's kernel
     "chain": (
         "torch.tanh(F.max_pool2d(F.hardswish(x - 0.5), 2) * self.scale) + 1",
@@ -88,6 +98,25 @@ def test_pooling_kernels_verify(tmp_path, dsl, name):
     assert "torch.nn.functional" not in kernel.read_text().split("class ModelNew")[1]
     verdict = verify(task, kernel, dsl, tmp_path)
     assert verdict.passed, verdict.message
+
+
+@pytest.mark.parametrize(
+    ("forward", "inputs", "in_groups"),
+    [
+        ("F.max_pool1d(x, 8, 1, 4, dilation=3)", "torch.randn(4, 64)", True),
+        ("F.avg_pool1d(x, 8, 1, 4)", "torch.randn(2, 3, 64)", True),
+        ("F.avg_pool1d(x, 8, 1, 4)", "torch.randn(2, 3, 66)", False),  # rows not 16-byte aligned
+        ("F.avg_pool1d(x, 8, 2, 4)", "torch.randn(2, 3, 64)", False),  # stride 2
+        ("F.avg_pool1d(x, 8, 1, 4, count_include_pad=False)", "torch.randn(2, 64)", False),
+        ("F.max_pool1d(x, 33, 1, 16, dilation=2)", "torch.randn(2, 64)", False),  # 18 groups
+    ],
+)
+def test_stride_one_rows_load_aligned_groups_of_four(tmp_path, forward, inputs, in_groups):
+    """Which 1d pools take the kernel of vector loads: stride 1, rows whose starts are 16-byte
+    aligned, one divisor for every output, a window of at most 16 groups."""
+    task = task_file(tmp_path, forward, inputs)
+    code = builtin_generator(task, "triton", tmp_path, device="cuda").code()
+    assert ("tl.split(" in code) is in_groups
 
 
 def test_a_wrong_index_fails_verification(tmp_path):

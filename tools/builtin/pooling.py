@@ -80,6 +80,7 @@ class PoolKernel:
     stores: list[Store] = field(default_factory=list)
     count_include_pad: bool = True
     divisor_override: int | None = None
+    plane_align: int = 0  # what every plane's offset is a multiple of (0: one plane)
     kind: str = "pool"
 
     @property
@@ -220,7 +221,8 @@ def pool_kernel(
     span = 1 + sum((s - 1) * abs(st) for s, st in zip(x.shape, x.strides, strict=True))
     return PoolKernel(name, spec.mode, numel(lead), kept, source,
                       offset_of(var("plane"), lead, lead_strides), span, inputs, outputs, stores,
-                      spec.count_include_pad, spec.divisor_override)  # fmt: skip
+                      spec.count_include_pad, spec.divisor_override,
+                      math.gcd(*(abs(st) for st, s in zip(lead_strides, lead, strict=True) if s > 1)))  # fmt: skip
 
 
 __all__ = ["POOL_OPS", "PoolKernel", "PoolSpec", "Window", "pool_kernel", "pool_key", "pool_spec"]

@@ -5,13 +5,15 @@ along the innermost pooled dim neighbouring lanes read neighbouring inputs), spl
 index into the plane and the output coordinates, and walks the window: per dim the input
 coordinate and a mask for the padding (or the end of an adaptive window), then a masked load
 and max (NaN wins, the first maximum's index is kept, as in torch) or sum. An average divides
-by torch's count; the epilogue's stores follow.
+by torch's count; the epilogue's stores follow. A 1d pool with stride 1 over aligned rows takes
+tools/builtin/triton_pool_rows.py instead.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kernelgraph.tools.builtin import triton_pool_rows
 from kernelgraph.tools.builtin.pooling import PoolKernel, Window
 from kernelgraph.tools.builtin.printer import Printer
 from kernelgraph.tools.builtin.triton_emit import TritonSyntax, _indent, _signature
@@ -95,6 +97,8 @@ def _window_loops(kernel: PoolKernel, names: tuple[str, ...]) -> list[str]:
 
 
 def pool_source(kernel: PoolKernel, gpu: bool) -> str:
+    if triton_pool_rows.applies(kernel):
+        return triton_pool_rows.pool_source(kernel, gpu, epilogue(kernel, gpu))
     names = DIMS[len(DIMS) - len(kernel.windows) :]
     start = "tl.program_id(0).to(tl.int64)" if kernel.wide else "tl.program_id(0)"
     body = [
@@ -121,6 +125,14 @@ def pool_source(kernel: PoolKernel, gpu: bool) -> str:
     else:
         body.append("acc = tl.zeros([BLOCK], tl.float32)")
     body += _window_loops(kernel, names)
+    return "\n".join([_signature(kernel, ["BLOCK"]), *_indent(body + epilogue(kernel, gpu))])
+
+
+def epilogue(kernel: PoolKernel, gpu: bool) -> list[str]:
+    """The average's division, then the stores of var("acc") (and "arg") at `idx` under
+    `mask`: the lines after the window, shared with tools/builtin/triton_pool_rows.py."""
+    names = DIMS[len(DIMS) - len(kernel.windows) :]
+    body = []
     if kernel.mode == "avg":
         constant = kernel.divisor()
         if constant is not None:
@@ -133,10 +145,12 @@ def pool_source(kernel: PoolKernel, gpu: bool) -> str:
     for store in kernel.stores:
         value = printer.value(store.value)
         body += printer.take() + [f"tl.store({store.arg} + idx, {value}, mask=mask)"]
-    return "\n".join([_signature(kernel, ["BLOCK"]), *_indent(body)])
+    return body
 
 
 def default(kernel: PoolKernel, gpu: bool) -> dict[str, Any]:
+    if triton_pool_rows.applies(kernel):
+        return triton_pool_rows.default(kernel, gpu)
     if not gpu:  # the interpreter: fewest program instances
         return {"BLOCK": min(1 << max(kernel.numel - 1, 0).bit_length(), INTERPRETER_BLOCK),
                 "num_warps": 1}  # fmt: skip
@@ -146,10 +160,14 @@ def default(kernel: PoolKernel, gpu: bool) -> dict[str, Any]:
 
 
 def tunables(kernel: PoolKernel, gpu: bool) -> dict[str, list[Any]]:
+    if triton_pool_rows.applies(kernel):
+        return triton_pool_rows.tunables(gpu)
     return {"BLOCK": [128, 256, 512, 1024], "num_warps": [2, 4, 8]} if gpu else {}
 
 
 def launch(kernel: PoolKernel, args: list[str], config: dict[str, Any]) -> list[str]:
+    if triton_pool_rows.applies(kernel):
+        return triton_pool_rows.launch(kernel, args, config)
     grid = f"(triton.cdiv({kernel.numel}, {config['BLOCK']}),)"
     options = ", ".join(f"{k}={v!r}" for k, v in config.items())
     return [f"{kernel.name}[{grid}]({', '.join(args)}, {options})"]
