@@ -83,6 +83,7 @@ def test_cross_entropy_is_one_kernel_over_the_rows_and_one_for_the_total(tmp_pat
     # by a reduction over [N, C]): the first kernel writes one loss per row
     code = generator.code(generator.default_config())
     assert "torch.empty((6, 5)" not in code and "torch.empty((6,)" in code
+    assert "(idx // 5)" not in code  # the target: one load a row, not one per element
 
 
 @pytest.mark.parametrize("dsl", ["cpp", "triton"])

@@ -128,7 +128,7 @@ def _nll_loss(a: RowArgs) -> RowLowering:
     reduction = int(_get(a, 3, "reduction", MEAN))
     ignore = _get(a, 4, "ignore_index", -100)
     rows, classes = a.in_shape
-    target = a.full(1, [rows, classes], place=[0])
+    target = a.row(1, [rows])  # one load a row, not one per element
     column = Expr("imod", (var("idx"), const(classes)))
     picked = call("and", call("eq", column, target), call("ne", target, const(float(ignore))))
     loss = call("where", picked, call("neg", a.x()), const(0.0))
