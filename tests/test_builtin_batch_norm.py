@@ -25,6 +25,17 @@ CASES = {
         "torch.randn(4, 6, 5, 7) * 3 + 1",
         "self.bn = nn.BatchNorm2d(6, momentum=0.3)",
     ),
+    # a batch of one: one row op (statistics and normalisation in one kernel)
+    "instance_norm_without_running_stats": (
+        "F.gelu(self.norm(x)) - 0.5",
+        "torch.randn(2, 3, 6, 8) * 2 + 1",
+        "self.norm = nn.InstanceNorm2d(3, affine=True)",
+    ),
+    "bn1d_batch_of_one_without_running_stats": (
+        "self.bn(x) * 3",
+        "torch.randn(1, 4, 33)",
+        "self.bn = nn.BatchNorm1d(4, track_running_stats=False)",
+    ),
     "bn3d_without_running_stats": (
         "self.bn(x) + 1",
         "torch.randn(3, 2, 4, 5, 3)",
@@ -61,6 +72,19 @@ def test_batch_norm_in_training_mode_verifies_with_its_buffer_updates(tmp_path, 
         assert updates[0].passed and all(b in updates[0].detail for b in BUFFERS)
         source = kernel.read_text()
         assert all(f"self.{b}.copy_(" in source for b in BUFFERS)
+
+
+@pytest.mark.parametrize(
+    ("name", "kernels"),
+    [("instance_norm_without_running_stats", 1), ("bn1d_batch_of_one_without_running_stats", 1),
+     ("bn3d_without_running_stats", 2), ("bn2d_tanh_momentum", 3)],
+)  # fmt: skip
+def test_a_batch_of_one_without_running_stats_is_one_kernel(tmp_path, name, kernels):
+    """Its channels are contiguous rows: no separate pass for the statistics."""
+    forward, inputs, params = CASES[name]
+    generator = builtin_generator(task_file(tmp_path, forward, inputs, params=params), "triton",
+                                  tmp_path)  # fmt: skip
+    assert generator.summary().startswith(f"{kernels} kernel(s)"), generator.summary()
 
 
 def test_statistics_of_long_channels_split_across_programs_verify(tmp_path, monkeypatch):

@@ -51,6 +51,7 @@ def test_a_row_in_chunks_is_refused_where_programs_run_one_at_a_time(tmp_path):
     [
         (ROWS["softmax"], True),
         (ROWS["layer_norm"], True),
+        ("F.instance_norm(x.view(16, 64, 256, 256))", True),  # a channel is a row
         ("x.sum(dim=1)", False),  # read once anyway: nothing to hold
         ("torch.softmax(x.reshape(64, 65536, 16), dim=1)", False),  # strided rows
         ("x - x[:, :1].expand_as(x) + x.argmax(dim=1, keepdim=True)", False),  # positions

@@ -112,6 +112,18 @@ def _batch_norm_stats(a: RowArgs) -> RowLowering:
     return RowLowering(permuted, dims, outputs)
 
 
+@_register("batch_norm_rows")
+def _batch_norm_rows(a: RowArgs) -> RowLowering:
+    """(input, weight, bias, eps) over a batch of one: each channel is one contiguous row, so
+    the statistics and the normalisation are one row op, as in a layer norm."""
+    shape = list(a.in_shape)
+    space = [shape[1], math.prod(shape[2:])]
+    mean, squares = _moments(_Reshaped(a, space), [1])
+    rstd = call("rsqrt", call("add", call("div", squares, const(float(space[1]))),
+                              const(float(a.values[3]))))  # fmt: skip
+    return RowLowering(space, [1], [_normalise(a, mean, rstd, 1, 2), mean, rstd])
+
+
 @_register("batch_norm_apply")
 def _batch_norm_apply(a: RowArgs) -> RowLowering:
     """(input, weight, bias, mean, rstd): the normalisation with the statistics of the batch."""

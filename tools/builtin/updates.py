@@ -8,7 +8,8 @@ nothing). `prepare_ops` rewrites the traced op list before the program groups it
 
 - batch norm in training mode becomes `batch_norm_stats` (an op appended to the list, a
   reduction per channel whose outputs include the new running mean and variance) and, in the
-  op's own place, `batch_norm_apply` (pointwise, so it fuses with what follows);
+  op's own place, `batch_norm_apply` (pointwise, so it fuses with what follows); over a batch
+  of one without running statistics (instance norm) it becomes one row op, `batch_norm_rows`;
 - a mean or summed NLL loss (cross-entropy's second half) becomes each row's loss, fused with
   the log-softmax before it, and their total (`losses.split_nll_loss`);
 - an in-place update of module state becomes its out-of-place op;
@@ -57,7 +58,10 @@ def prepare_ops(ops: list[dict[str, Any]], outputs: list[dict[str, Any]] = ()) -
     for i, op in enumerate(ops):
         layout = BATCH_NORMS.get(f"{op['op']}.{op['overload']}")
         if layout is not None and op["argv"][layout[0]]:
-            _split_batch_norm(prepared, i, layout)
+            if _one_sample_untracked(op, layout):
+                _batch_norm_rows(prepared, i, layout)
+            else:
+                _split_batch_norm(prepared, i, layout)
         if op["op"] == "aten.nll_loss_forward":
             split_nll_loss(prepared.ops, i)
         if op["op"] == "aten.cat":
@@ -91,6 +95,27 @@ def _out_of_place_is_safe(ops: list[dict[str, Any]], i: int, outputs) -> bool:
     return all(resolve(label, ops) != data for label in later)
 
 
+def _tracked(op: dict[str, Any], has_stats: bool) -> bool:
+    running = op["argv"][3:5] if has_stats else [None, None]
+    return has_stats and all(isinstance(r, dict) and "t" in r for r in running)
+
+
+def _one_sample_untracked(op: dict[str, Any], layout: tuple[int, int, int, bool]) -> bool:
+    """Batch norm over a batch of one (instance norm's form) that keeps no running statistics:
+    each channel's statistics come from one contiguous run of the input, as a layer norm's do."""
+    return op["arg_shapes"][0][0] == 1 and not _tracked(op, layout[3])
+
+
+def _batch_norm_rows(prepared: Prepared, i: int, layout: tuple[int, int, int, bool]) -> None:
+    """One row op (tools/builtin/norm_ops.py): statistics and normalisation in one kernel, so a
+    channel is read once where its row stays on chip, not once for the statistics and again
+    for the normalisation."""
+    op = prepared.ops[i]
+    argv = op["argv"]
+    prepared.ops[i] = {**op, "op": "aten.batch_norm_rows", "overload": "default",
+                       "argv": [*argv[:3], argv[layout[2]]], "kwargv": {}}  # fmt: skip
+
+
 def _split_batch_norm(prepared: Prepared, i: int, layout: tuple[int, int, int, bool]) -> None:
     op = prepared.ops[i]
     _, momentum, eps, has_stats = layout
@@ -99,7 +124,7 @@ def _split_batch_norm(prepared: Prepared, i: int, layout: tuple[int, int, int, b
     channels = op["arg_shapes"][0][1]
     stats_index = len(prepared.ops)
     row = {"shape": [channels], "dtype": op["outs"][0]["dtype"]}
-    tracked = has_stats and all(isinstance(r, dict) and "t" in r for r in running)
+    tracked = _tracked(op, has_stats)
     stats = {
         **op,
         "op": "aten.batch_norm_stats",
