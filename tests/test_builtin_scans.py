@@ -1,4 +1,4 @@
-"""The builtin's scans (cumsum, cumprod, reverse, exclusive, masked), triu/tril and losses,
+"""The builtin's scans (cumsum, cumprod, logcumsumexp, reverse, exclusive, masked), triu/tril and losses,
 verified by the real harness on the CPU: C++ kernels, and Triton kernels under the interpreter.
 Also: the KernelBench problems that need them classify as writable."""
 
@@ -33,6 +33,19 @@ def test_scans_verify(tmp_path, dsl):
     check(tmp_path, dsl, SCANS, X3)
 
 
+# -inf entries (a log of zero) and large values: the log-sum-exp step must stay exact there
+LOG_SCANS = (
+    "(torch.logcumsumexp(x, dim=2), torch.logcumsumexp(x * 40, dim=0), "
+    "torch.logcumsumexp(torch.log(torch.relu(x)), dim=1), "  # rows that start at -inf
+    "torch.logcumsumexp(x.flip(2), 2).flip(2))"  # reverse
+)
+
+
+@pytest.mark.parametrize("dsl", DSLS)
+def test_logcumsumexp_verifies(tmp_path, dsl):
+    check(tmp_path, dsl, LOG_SCANS, X3)
+
+
 def _short_blocks(config):
     """Rows longer than a block: the carried prefix across blocks, a partial last block."""
     for params in config.values():
@@ -41,7 +54,8 @@ def _short_blocks(config):
 
 
 def test_triton_scan_carries_across_blocks(tmp_path):
-    forward = "(torch.cumsum(x, 2), torch.cumsum(x.flip(2), 2).flip(2), torch.cumprod(x, 1))"
+    forward = ("(torch.cumsum(x, 2), torch.cumsum(x.flip(2), 2).flip(2), torch.cumprod(x, 1), "
+               "torch.logcumsumexp(x, 2))")  # fmt: skip
     check(tmp_path, "triton", forward, X3, _short_blocks)
 
 

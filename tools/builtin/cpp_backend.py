@@ -27,6 +27,14 @@ HELPERS = r"""#include <algorithm>
 #include <omp.h>
 #include <sys/mman.h>
 
+// log(exp(a) + exp(b)) in double from the larger (logcumsumexp's step): -inf, inf and NaN exact
+static inline double kg_logaddexp(double a, double b) {
+    if (std::isnan(a) || std::isnan(b)) return a + b;
+    const double hi = std::max(a, b), lo = std::min(a, b);
+    if (lo == -INFINITY || hi == INFINITY) return hi;
+    return hi + std::log1p(std::exp(lo - hi));
+}
+
 // exp(x) with plain float arithmetic (vectorises): 2^k * poly(r), relative error ~1e-7. 2^k is
 // applied as two halves so that k from -150 (subnormal results) to 128 stays representable.
 static inline float kg_exp(float x) {

@@ -1,5 +1,6 @@
 """C++ (OpenMP) source of a scan kernel (tools/builtin/scans.py): each row walked in order
-with a running total in double (torch's CPU cumsum and cumprod accumulate float in double).
+with a running total in double (torch's CPU cumsum and cumprod accumulate float in double; a
+log-sum-exp carries in double too).
 Contiguous rows (inner == 1) are shared among the threads, one row per iteration; strided rows
 go in chunks of up to MAX_WIDTH neighbours, one `omp simd` step over the chunk per position,
 so every load and store runs along memory.
@@ -23,8 +24,12 @@ from kernelgraph.tools.builtin.printer import Printer
 from kernelgraph.tools.builtin.scans import ScanKernel
 
 PARALLEL = "#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)"
-IDENTITY = {"sum": "0.0", "prod": "1.0"}
-COMBINE = {"sum": "{a} += {v};", "prod": "{a} *= {v};"}
+IDENTITY = {"sum": "0.0", "prod": "1.0", "logsumexp": "-INFINITY"}
+COMBINE = {
+    "sum": "{a} += {v};",
+    "prod": "{a} *= {v};",
+    "logsumexp": "{a} = kg_logaddexp({a}, {v});",
+}
 
 
 def _exprs(kernel: ScanKernel) -> list[Expr]:

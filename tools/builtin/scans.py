@@ -1,4 +1,5 @@
-"""Scans (cumsum, cumprod) as kernels of their own: a running sum or product along one dim.
+"""Scans (cumsum, cumprod, logcumsumexp) as kernels of their own: a running sum, product or
+log-sum-exp along one dim.
 
 A `ScanKernel` works in the [outer, rlen, inner] space of the scanned dim (rlen is its length;
 a row is one (outer, inner) pair, numbered k, as in tools/builtin/kernels.py). Its `value` is
@@ -37,8 +38,10 @@ from kernelgraph.tools.builtin.groups import BUILDERS, GroupBuilder, build_group
 from kernelgraph.tools.builtin.kernels import numel
 from kernelgraph.tools.builtin.lowering import INDEXED, POINTWISE
 
-SCAN_OPS = {"cumsum": "sum", "cumprod": "prod"}  # ATen op -> how the scan combines
-IDENTITY = {"sum": 0.0, "prod": 1.0}
+# ATen op -> how the scan combines ("logsumexp": log(exp(a) + exp(b)), logcumsumexp's step)
+SCAN_OPS = {"cumsum": "sum", "cumprod": "prod", "logcumsumexp": "logsumexp",
+            "_logcumsumexp": "logsumexp"}  # fmt: skip
+IDENTITY = {"sum": 0.0, "prod": 1.0, "logsumexp": float("-inf")}
 
 
 @dataclass
@@ -54,7 +57,7 @@ class ScanKernel:
     outer: int
     rlen: int
     inner: int
-    combine: str  # sum | prod
+    combine: str  # sum | prod | logsumexp
     value: Expr
     inputs: list[str]
     outputs: list[str]

@@ -39,6 +39,14 @@ def _multiply(a, b):
 
 # jit helpers a kernel file gets only when one of its kernels calls them (name -> source)
 HELPERS = {
+    "_logaddexp": """@triton.jit
+def _logaddexp(a, b):
+    # log(exp(a) + exp(b)) from the larger: exact at -inf (both -inf stays -inf), inf and NaN
+    hi = tl.maximum(a, b)
+    lo = tl.minimum(a, b)
+    out = tl.where((lo == -float("inf")) | (hi == float("inf")), hi, hi + tl.log(1.0 + tl.exp(lo - hi)))
+    return tl.where((a != a) | (b != b), a + b, out)
+""",
     "_atan": """@triton.jit
 def _atan(x):
     # Cephes' atanf: reduce |x| below tan(pi/8), then an odd polynomial (relative error ~1e-7)

@@ -1,6 +1,6 @@
 """Triton source of a scan kernel (tools/builtin/scans.py): BLOCK_K rows per program, each row
-walked in BLOCK_R-wide blocks; within a block tl.cumsum (tl.associative_scan for a product)
-along axis 1, across blocks a carried prefix per row. Contiguous rows (inner == 1) are read
+walked in BLOCK_R-wide blocks; within a block tl.cumsum (tl.associative_scan for a product or
+a log-sum-exp) along axis 1, across blocks a carried prefix per row. Contiguous rows (inner == 1) are read
 along r; strided ones tile BLOCK_K neighbouring rows, which lie next to each other in memory.
 """
 
@@ -13,9 +13,11 @@ from kernelgraph.tools.builtin.printer import Printer
 from kernelgraph.tools.builtin.scans import IDENTITY, ScanKernel
 from kernelgraph.tools.builtin.triton_emit import INT32_LIMIT, TritonSyntax, _indent, _signature
 
-SCAN = {"sum": "tl.cumsum(x, axis=1{rev})", "prod": "tl.associative_scan(x, 1, _multiply{rev})"}
-TOTAL = {"sum": "tl.sum(x, axis=1)[:, None]", "prod": "tl.reduce(x, 1, _multiply)[:, None]"}
-APPLY = {"sum": "carry + {a}", "prod": "carry * {a}"}
+SCAN = {"sum": "tl.cumsum(x, axis=1{rev})", "prod": "tl.associative_scan(x, 1, _multiply{rev})",
+        "logsumexp": "tl.associative_scan(x, 1, _logaddexp{rev})"}  # fmt: skip
+TOTAL = {"sum": "tl.sum(x, axis=1)[:, None]", "prod": "tl.reduce(x, 1, _multiply)[:, None]",
+         "logsumexp": "tl.reduce(x, 1, _logaddexp)[:, None]"}  # fmt: skip
+APPLY = {"sum": "carry + {a}", "prod": "carry * {a}", "logsumexp": "_logaddexp(carry, {a})"}
 
 
 def element(kernel: ScanKernel, r: str) -> str:
@@ -36,7 +38,7 @@ def scan_source(kernel: ScanKernel, gpu: bool) -> str:
     printer = Printer(TritonSyntax(gpu), {"s": "s"})
     wide = kernel.numel > INT32_LIMIT
     first = "tl.program_id(0).to(tl.int64)" if wide else "tl.program_id(0)"
-    identity, n = IDENTITY[kernel.combine], kernel.rlen
+    identity, n = TritonSyntax(gpu).constant(IDENTITY[kernel.combine]), kernel.rlen
     value = printer.value(kernel.value)
     if kernel.reverse:
         window = [f"r = ({n} - BLOCK_R - start) + tl.arange(0, BLOCK_R)[None, :]",
