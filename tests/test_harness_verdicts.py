@@ -188,7 +188,7 @@ def test_host_memory_hog_is_crashed_by_the_rss_watchdog(cases, tmp_path):
 
     verdict = run(1.5)
     assert_failure(verdict, CRASHED, CheckName.RUNS)
-    assert "memory" in verdict.failure.message
+    assert "over its limit of 1.5 GiB" in verdict.failure.message  # the limit it ran under
     assert verdict.phases_s["candidate"] < 30  # the watchdog, not the wall clock, ended it
     roomier = run(8.0)  # the kernel is correct; it only needs its 3 GiB
     assert not roomier.cached

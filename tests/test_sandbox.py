@@ -228,4 +228,5 @@ def test_child_over_its_memory_limit_is_killed(tmp_path):
     result, _ = run_script(tmp_path, code, limits=Limits(wall_s=60, max_rss_bytes=256 << 20))
     assert result.rss_exceeded and not result.timed_out
     assert result.peak_rss_bytes > 256 << 20
+    assert result.rss_limit_bytes == 256 << 20
     assert result.wall_s < 30  # the watchdog ended it, not the wall clock

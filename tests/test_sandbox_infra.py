@@ -145,9 +145,30 @@ def test_a_device_held_by_others_is_the_machines_problem_and_too_small_is_the_ta
 def test_the_host_limit_is_a_share_of_available_memory_unless_given(monkeypatch):
     from kernelgraph.tools.harness import memory
 
+    monkeypatch.setattr(memory, "physical_host_bytes", lambda: 128 << 30)
     monkeypatch.setattr(memory, "available_host_bytes", lambda: 100 << 30)
     assert memory.host_limit_bytes(None) == int((100 << 30) * memory.HOST_FRACTION)
     assert memory.host_limit_bytes(2.5) == int(2.5 * 2**30)
+
+
+@pytest.mark.parametrize(
+    "physical, available, limit",
+    [
+        (128 << 30, 1 << 30, 4 << 30),  # others hold the memory (a full tmpfs): the floor
+        (4 << 30, 256 << 20, int((4 << 30) * 0.6)),  # a small machine: its own share
+    ],
+)
+def test_the_host_limit_never_drops_below_what_a_worker_needs(
+    monkeypatch, physical, available, limit
+):
+    """A worker started while the machine is short of memory still gets room to run; a
+    limit of 0.6 GiB killed a torch worker on a 128 GiB box whose /dev/shm was full."""
+    from kernelgraph.tools.harness import memory
+
+    monkeypatch.setattr(memory, "physical_host_bytes", lambda: physical)
+    monkeypatch.setattr(memory, "available_host_bytes", lambda: available)
+    assert memory.HOST_FRACTION == 0.6
+    assert memory.host_limit_bytes(None) == limit
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.memory import over_host_limit
 from kernelgraph.tools.harness.sol_fill import fill_sol
 from kernelgraph.tools.harness.static_gate import StaticFailure
 from kernelgraph.tools.harness.verdict import (
@@ -116,7 +117,8 @@ def _process_problem(cand, report: dict) -> tuple | None:
     if proc.rss_exceeded:
         return (
             CheckName.RUNS,
-            f"crashed: host memory exceeded the limit (peak RSS {proc.peak_rss_bytes / 2**30:.1f} GiB)",
+            f"crashed: host memory exceeded the limit "
+            f"({over_host_limit(proc.peak_rss_bytes, proc.rss_limit_bytes)})",
         )
     if cand.result is None:
         how = (

@@ -12,7 +12,7 @@ from kernelgraph.tools.harness.config import EvalConfig
 from kernelgraph.tools.harness.exchange import read_json
 from kernelgraph.tools.harness.infra import check_worker
 from kernelgraph.tools.harness.janitor import JANITOR, owned_folder
-from kernelgraph.tools.harness.memory import host_limit_bytes
+from kernelgraph.tools.harness.memory import host_limit_bytes, over_host_limit
 from kernelgraph.tools.harness.verdict import TaskError, UsageError
 from kernelgraph.tools.harness.warm import WARM_POOL
 from kernelgraph.tools.harness.workers import (
@@ -160,9 +160,9 @@ def prepare_meta(prep: WorkerRun, task: TaskSource) -> dict:
         )
     if prep.process.rss_exceeded:
         raise TaskError(
-            f"the reference in {task.path} exceeded the host-memory limit (peak "
-            f"{prep.process.peak_rss_bytes / 2**30:.1f} GiB). Shrink it with --set, or raise "
-            f"--max-host-memory."
+            f"the reference in {task.path} exceeded the host-memory limit "
+            f"({over_host_limit(prep.process.peak_rss_bytes, prep.process.rss_limit_bytes)}). "
+            f"Shrink it with --set, or raise --max-host-memory."
         )
     if not result.get("ok"):
         detail = result.get("error") or prep.process.log_tail[-1500:]

@@ -12,6 +12,10 @@ import os
 from pathlib import Path
 
 HOST_FRACTION = 0.6  # of MemAvailable, per worker: the OS, the parent and other workers need room
+# The limit never drops below this (or below HOST_FRACTION of a smaller machine's memory): a torch
+# worker with a CUDA context holds 1-2 GiB by itself, and a moment when others hold the memory
+# (e.g. a reference store on tmpfs) must not read as the task's or the candidate's appetite.
+HOST_FLOOR_BYTES = 4 << 30
 DEVICE_HEADROOM = 0.9  # of free device memory: allocator rounding, CUDA context, workspaces
 
 
@@ -26,13 +30,27 @@ def available_host_bytes() -> int | None:
 
 
 def host_limit_bytes(max_host_gb: float | None) -> int:
-    """The RSS limit of one worker: the user's figure, else a fraction of available memory."""
+    """The RSS limit of one worker: the user's figure, else a fraction of available memory,
+    but at least the floor."""
     if max_host_gb is not None:
         return int(max_host_gb * 2**30)
-    available = available_host_bytes()
-    if available is None:  # not Linux: fall back to physical memory
-        available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return int(available * HOST_FRACTION)
+    physical = physical_host_bytes()
+    available = available_host_bytes() or physical  # not Linux: physical memory
+    floor = min(HOST_FLOOR_BYTES, int(physical * HOST_FRACTION))
+    return max(int(available * HOST_FRACTION), floor)
+
+
+def physical_host_bytes() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def over_host_limit(peak_bytes: int, limit_bytes: int) -> str:
+    """Words for a worker stopped at its host-memory limit."""
+    return (
+        f"peak RSS {peak_bytes / 2**30:.1f} GiB, over its limit of {limit_bytes / 2**30:.1f} GiB: "
+        f"{HOST_FRACTION:.0%} of the memory available when the evaluation began, or "
+        f"--max-host-memory"
+    )
 
 
 def peak_device_estimate(meta: dict) -> int | None:

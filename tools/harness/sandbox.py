@@ -98,6 +98,7 @@ class ProcessResult:
     log_tail: str
     killed_from_outside: bool = False  # SIGKILL that neither the harness nor the worker sent
     oom_kills: int = 0  # the system's OOM-killer count rose this much while the worker ran
+    rss_limit_bytes: int = 0  # the host-memory limit it ran under
 
     @property
     def signal_name(self) -> str | None:
@@ -313,6 +314,7 @@ class Sandboxed:
             log_tail=log_tail,
             killed_from_outside=sigkill and not ours,
             oom_kills=max(oom_kill_count() - self.oom_kills_before, 0),
+            rss_limit_bytes=self.watchdog.limit,
         )
 
 
