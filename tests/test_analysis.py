@@ -313,6 +313,8 @@ BATCH = {
     "huge": (TASKS / "analysis_huge.py", {}),
     "item_small": (TASKS / "analysis_item.py", {}),
     "item_large": (TASKS / "analysis_item.py", {"N": 2**27}),  # 512 MiB: no CPU fallback
+    "sampled": (TASKS / "analysis_sampled_inputs.py", {"N": 2**29}),  # 4 GiB, never made
+    "sampled_read": (TASKS / "analysis_sampled_inputs.py", {"N": 2**26, "READ_VALUE": 1}),
 }
 
 
@@ -418,6 +420,23 @@ def test_meta_failure_on_a_large_task_is_reported_not_raised(analyses):
     assert "too large" in analysis["trace_error"] and ".item()" in analysis["trace_error"]
     assert analysis["inputs"] == [{"shape": [2**27], "dtype": "float32"}]
     assert analysis["flops"] is None and analysis["bound"] is None
+
+
+def test_inputs_drawn_from_a_distribution_trace_on_meta(analyses):
+    """Its argument checks read values; with them off, 4 GiB of inputs cost nothing."""
+    analysis = ok(analyses, "sampled")
+    assert analysis["traced_on"] == "meta" and analysis["trace_error"] is None
+    assert analysis["inputs"] == [{"shape": [2**29], "dtype": "float32"}] * 2
+    assert summary(analysis["stages"]) == [("reduction", 2, 0)]  # sub, pow, mean
+
+
+def test_inputs_that_read_a_value_are_made_on_the_cpu_and_traced_as_meta(analyses):
+    """Too large to trace on the CPU (512 MiB), but the forward needs no values."""
+    analysis = ok(analyses, "sampled_read")
+    assert analysis["trace"] == "aten" and analysis["trace_error"] is None
+    assert analysis["traced_on"] == "meta" and analysis["flops"] is not None
+    assert any("then traced on meta" in note for note in analysis["notes"])
+    assert summary(analysis["stages"]) == [("reduction", 2, 0)]  # sub, pow, mean
 
 
 def test_second_call_is_answered_from_the_cache(analyses, analysis_env, monkeypatch):

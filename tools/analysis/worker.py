@@ -3,7 +3,8 @@
 Runs the user's reference, so it lives in its own sandboxed process (like `prepare`); the task
 comes through stdin. Model and inputs are built on the meta device (shapes only, no memory, so
 a task of 2**34 elements costs nothing); only when a step fails on meta tensors (a `.item()`,
-data-dependent shapes) and the task is small are they built again with real tensors on the CPU.
+data-dependent shapes) are they built again with real tensors on the CPU, and traced there when
+the task is small, else moved to meta and traced there.
 Torch and the standard library only.
 """
 
@@ -93,13 +94,32 @@ def analyze_module(module, device: str, task: TaskSource) -> dict[str, Any]:
             raise TaskError(_task_message(failure, task)) from failure.exc
         held = real.held_bytes() or 0
         if held > CPU_FALLBACK_BYTES:
-            return _untraced(result, real, meta_error, held)
+            return _traced_as_meta(result, real, meta_error, held, device)
         try:
             traced = _trace(real, "cpu")
         except StepFailed as failure:
             raise TaskError(_task_message(failure, task)) from failure.exc
     result["notes"].append(f"traced with real tensors on the CPU: {meta_error}")
     return _fill(result, real, traced, "cpu", device)
+
+
+def _traced_as_meta(
+    result: dict[str, Any], real: Built, meta_error: str, held: int, device: str
+) -> dict[str, Any]:
+    """A task too large to trace on the CPU whose build only works for real (its get_inputs
+    reads a value): its model and inputs, once made, are moved to meta and traced there."""
+    as_meta = Built()
+    as_meta.init_inputs, as_meta.values = real.init_inputs, real.values
+    try:
+        as_meta.model = _step("moving the model to meta", lambda: real.model.to("meta"))
+        as_meta.inputs = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in real.inputs]
+        traced = _trace(as_meta, "meta")
+    except StepFailed:
+        return _untraced(result, real, meta_error, held)
+    result["notes"].append(
+        f"built with real tensors on the CPU, then traced on meta tensors: {meta_error}"
+    )
+    return _fill(result, as_meta, traced, "meta", device)
 
 
 def _step(what: str, fn):
@@ -117,7 +137,20 @@ def _on(device: str):
     stack.enter_context(torch.device(device))
     if device == "meta":
         stack.enter_context(StayOnMeta())
+        stack.enter_context(_distributions_unchecked())
     return stack
+
+
+@contextlib.contextmanager
+def _distributions_unchecked():
+    """torch.distributions check their arguments' values (a `.item()`), which meta tensors
+    lack; a sample's shape does not depend on them (KernelBench's losses draw from Pareto)."""
+    checked = torch.distributions.Distribution._validate_args
+    torch.distributions.Distribution.set_default_validate_args(False)
+    try:
+        yield
+    finally:
+        torch.distributions.Distribution.set_default_validate_args(checked)
 
 
 def _build(module, device: str, built: Built) -> None:
