@@ -430,6 +430,16 @@ def test_inputs_drawn_from_a_distribution_trace_on_meta(analyses):
     assert summary(analysis["stages"]) == [("reduction", 2, 0)]  # sub, pow, mean
 
 
+def test_the_references_estimate_on_meta_takes_distributions_too():
+    """The prepare worker's FLOPs and bytes (speed-of-light's figures) come from meta tensors."""
+    from kernelgraph.tools.harness.prepare import estimate_on_meta
+
+    path, sets = BATCH["sampled"]
+    estimate = estimate_on_meta(TaskSource.read(path, sets).load_module())
+    assert estimate["meta_estimate"], estimate.get("meta_error")
+    assert estimate["input_bytes"] == 2 * 4 * 2**29 and estimate["min_bytes"] > 4 * 2**30
+
+
 def test_inputs_that_read_a_value_are_made_on_the_cpu_and_traced_as_meta(analyses):
     """Too large to trace on the CPU (512 MiB), but the forward needs no values."""
     analysis = ok(analyses, "sampled_read")

@@ -263,9 +263,27 @@ def test_gemm_operands_are_copied_k_major_for_tensor_cores_and_verify(
     task = task_file(tmp_path, forward, "torch.randn(9, 20)", params=params)
     kernel = generate(task, tmp_path)
     source = kernel.read_text()
-    assert source.count(".transpose(-1, -2).contiguous().transpose(-1, -2)") == 3  # the Bs
+    assert source.count(".transpose(-1, -2).contiguous().transpose(-1, -2)") == 2  # K = 20
+    assert ".narrow(-1, 0, 9).copy_(self.v.transpose(-1, -2)).transpose(-1, -2)" in source  # K = 9
     assert "_a_k_major = " in source  # x.t(): M-major A
     verdict = verify(task, kernel, tmp_path)
+    assert verdict.passed, verdict.message
+
+
+def test_gemm_operands_whose_lines_start_unaligned_are_copied_into_aligned_slots(
+    tmp_path, monkeypatch, tensor_cores
+):
+    """K = 21: rows of A and columns of B start off 16-byte boundaries (no vector or TMA
+    loads), so both are copied with each line in a slot of 24 floats; the K loop stops at 21.
+    Allocation, a view and copy_ only: the harness's op policy passes it under strict."""
+    monkeypatch.setattr("kernelgraph.tools.builtin.layouts.MIN_REUSE", 1)  # these products are tiny
+    task = task_file(tmp_path, "torch.relu(x @ self.w) + 1", "torch.randn(9, 21)",
+                     params="self.w = nn.Parameter(torch.randn(21, 12))")  # fmt: skip
+    source = generate(task, tmp_path).read_text()
+    assert source.count(".narrow(-1, 0, 21).copy_(") == 2
+    assert "am[:, None] * 24 + rk[None, :] * 1" in source  # A's rows 24 apart
+    assert "rk[:, None] * 1 + bn[None, :] * 24" in source  # B's columns 24 apart
+    verdict = verify(task, tmp_path / "kernel.py", tmp_path)
     assert verdict.passed, verdict.message
 
 

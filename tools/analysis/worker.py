@@ -137,20 +137,8 @@ def _on(device: str):
     stack.enter_context(torch.device(device))
     if device == "meta":
         stack.enter_context(StayOnMeta())
-        stack.enter_context(_distributions_unchecked())
+        stack.enter_context(ref.distributions_unchecked())
     return stack
-
-
-@contextlib.contextmanager
-def _distributions_unchecked():
-    """torch.distributions check their arguments' values (a `.item()`), which meta tensors
-    lack; a sample's shape does not depend on them (KernelBench's losses draw from Pareto)."""
-    checked = torch.distributions.Distribution._validate_args
-    torch.distributions.Distribution.set_default_validate_args(False)
-    try:
-        yield
-    finally:
-        torch.distributions.Distribution.set_default_validate_args(checked)
 
 
 def _build(module, device: str, built: Built) -> None:

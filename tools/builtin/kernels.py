@@ -203,5 +203,9 @@ class GemmKernel:
         return f"{self.name}: acc = sum_k A[m,k] B[k,n] (fp32); out = epilogue(acc)"
 
 
+def next_pow2(n: int) -> int:
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
 def numel(shape: list[int]) -> int:
     return math.prod(shape) if shape else 1

@@ -8,7 +8,9 @@ K-major layout: a layout copy (`contiguous`), which moves memory and computes no
 forward and cheap next to the product when the product reuses each copied element often: the
 copy of B costs 8 bytes per element against 2M FLOPs, so it is made only where the other side
 (M for B, N for A) is at least MIN_REUSE long. With M = 256 and K = 524288
-(level1/6_Matmul_with_large_K_dimension_) the copy made the GEMM 3x slower.
+(level1/6_Matmul_with_large_K_dimension_) the copy made the GEMM 3x slower. An operand already
+K-major whose lines do not start 16-byte aligned (K not a multiple of 4 floats) is copied too,
+each line into a slot of the next multiple of 4 floats; the K loop still stops at K.
 
 A convolution whose K loop runs over input-channel blocks (ConvKernel.channel_loop) reads its
 input channels-last ([n, *positions, c]) and its weights as [group, *k, cout_g, cin_g]: both
@@ -30,7 +32,10 @@ from kernelgraph.tools.builtin.expr import loads
 from kernelgraph.tools.builtin.kernels import GemmKernel, Operand
 from kernelgraph.tools.builtin.program import Program, Step
 
-MIN_REUSE = 1024
+MIN_REUSE = 512  # bmm [128, 512, 1024] @ [.., 1024, 2048] (M = 512): 7.64 -> 5.25 ms with the copy
+# fp32 elements in 16 bytes: K-major lines (rows of A, columns of B) that do not start on a
+# 16-byte boundary (K = 2949) cannot be vector or TMA loads, so they are copied padded
+ALIGN = 4
 # uses of each input element (cout_g x kernel positions) that pay for the copies: with 128
 # (level1/87_conv_pointwise_2D, a 4 GiB input) they made the convolution 1.9x slower
 MIN_CONV_REUSE = 256
@@ -51,24 +56,37 @@ def k_major_operands(program: Program) -> Program:
     return replace(program, steps=steps)
 
 
+def _k_lines(source: str, k: int, padded_k: int) -> str:
+    """An expression for `source` ([.., lines, K]) copied contiguous, each line in a slot of
+    `padded_k` elements so that every line starts 16-byte aligned (a layout copy: allocation,
+    a view and `copy_`; the padding is never read, the K loop's mask stops at K)."""
+    if padded_k == k:
+        return f"{source}.contiguous()"
+    slots = f"{source}.new_empty((*{source}.shape[:-1], {padded_k}))"
+    return f"{slots}.narrow(-1, 0, {k}).copy_({source})"
+
+
 def _relaid(step: Step, kernel: GemmKernel, steps: list[Step]) -> Step:
     read_by_epilogue = {ld.tensor for s in kernel.stores for ld in loads(s.value)}
     inputs, a, b = list(step.inputs), kernel.a, kernel.b
     sides = ((a, kernel.m, kernel.k, 2, kernel.n), (b, kernel.k, kernel.n, 1, kernel.m))
+    padded_k = -(-kernel.k // ALIGN) * ALIGN
     for operand, rows, cols, k_stride, reuse in sides:
-        if operand.strides[k_stride] == 1 or operand.arg in read_by_epilogue or reuse < MIN_REUSE:
+        aligned = operand.strides[3 - k_stride] % ALIGN == 0  # each M (or N) line's start
+        if operand.strides[k_stride] == 1 and aligned:
+            continue
+        if operand.arg in read_by_epilogue or reuse < MIN_REUSE:
             continue
         slot = kernel.inputs.index(operand.arg)
         role = "a" if operand is a else "b"
         source, copy = inputs[slot], f"{kernel.name}_{role}_k_major"
-        batch = rows * cols if operand.strides[0] else 0
+        lines = rows if operand is a else cols  # M for A, N for B
+        batch = lines * padded_k if operand.strides[0] else 0
         if operand is a:  # [.., M, K] row-major
-            text, strides = f"{source}.contiguous()", (batch, cols, 1)
+            text, strides = _k_lines(source, kernel.k, padded_k), (batch, padded_k, 1)
         else:  # [.., K, N] with K contiguous
-            text, strides = (
-                f"{source}.transpose(-1, -2).contiguous().transpose(-1, -2)",
-                (batch, 1, rows),
-            )
+            lines_k = _k_lines(f"{source}.transpose(-1, -2)", kernel.k, padded_k)
+            text, strides = f"{lines_k}.transpose(-1, -2)", (batch, 1, padded_k)
         steps.append(Step("layout", [copy], args=text))
         inputs[slot] = copy
         if operand is a:

@@ -14,6 +14,7 @@ from kernelgraph.tools.builtin import (
     triton_attention,
     triton_conv,
     triton_emit,
+    triton_gemv,
     triton_pool,
     triton_resident,
     triton_rows,
@@ -21,7 +22,12 @@ from kernelgraph.tools.builtin import (
 )
 from kernelgraph.tools.builtin.attention import AttentionKernel
 from kernelgraph.tools.builtin.conv import ConvKernel
-from kernelgraph.tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction
+from kernelgraph.tools.builtin.kernels import (
+    FusedKernel,
+    GemmKernel,
+    PartialReduction,
+    next_pow2,
+)
 from kernelgraph.tools.builtin.pooling import PoolKernel
 from kernelgraph.tools.builtin.scans import ScanKernel
 
@@ -38,10 +44,6 @@ GEMM_DOTS = ("tf32x3", "ieee")
 # reference; tf32x3 and IEEE serve the convolutions cuDNN runs without TF32, and `ieee` runs.
 CONV_DOTS = {"fp32": ("tf32rn", "tf32x3", "ieee"), "ieee": GEMM_DOTS}
 CUDNN_FP32_DOTS = ("tf32x3", "tf32rn", "ieee")  # at fp32, where cuDNN likely skips TF32
-
-
-def next_pow2(n: int) -> int:
-    return 1 << max(int(n) - 1, 0).bit_length()
 
 
 def _strided_persistent(kernel: FusedKernel) -> bool:
@@ -98,6 +100,8 @@ class TritonBackend:
     def split_k(self, kernel: GemmKernel) -> int:
         if not self.gpu:
             return 1
+        if triton_gemv.is_gemv(kernel):
+            return triton_gemv.split_k(kernel, SMS)
         tiles = -(-kernel.m // 128) * -(-kernel.n // 128) * kernel.batch
         if tiles >= SMS or kernel.k < 8192:
             return 1
@@ -162,6 +166,8 @@ class TritonBackend:
         return {"BLOCK_K": block_k, "BLOCK_R": block_r, "num_warps": _warps(block_k * block_r)}
 
     def _gemm_default(self, kernel: GemmKernel) -> dict[str, Any]:
+        if triton_gemv.is_gemv(kernel):
+            return triton_gemv.default(kernel, self.gpu)
         dot = {"DOT": GEMM_DOTS[0]} if self.fp32 else {}
         if not self.gpu:
             return {"BLOCK_M": min(next_pow2(kernel.m), 64), "BLOCK_N": min(next_pow2(kernel.n), 64),
@@ -187,6 +193,8 @@ class TritonBackend:
             return {}
         if isinstance(kernel, PartialReduction):
             return {"BLOCK_R": [2048, 4096, 8192], "num_warps": [4, 8, 16]}
+        if isinstance(kernel, GemmKernel) and triton_gemv.is_gemv(kernel):
+            return triton_gemv.tunables(kernel)
         if isinstance(kernel, GemmKernel):
             dot = {"DOT": list(GEMM_DOTS)} if self.fp32 else {}
             return {**dot, "BLOCK_M": [64, 128], "BLOCK_N": [64, 128, 256], "BLOCK_K": [32, 64],

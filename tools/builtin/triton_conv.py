@@ -15,6 +15,7 @@ import math
 from typing import Any
 
 from kernelgraph.tools.builtin.conv import ConvKernel
+from kernelgraph.tools.builtin.kernels import next_pow2
 from kernelgraph.tools.builtin.printer import Printer
 from kernelgraph.tools.builtin.tf32_copies import ROUND_TF32, channels_last_copy, rounded_copy
 from kernelgraph.tools.builtin.triton_emit import TritonSyntax, _indent, _signature
@@ -22,10 +23,6 @@ from kernelgraph.tools.builtin.triton_emit import TritonSyntax, _indent, _signat
 UNROLL = 16  # kernel windows up to this long are unrolled (tl.static_range)
 INTERPRETER_BLOCK = 1 << 16
 NARROW_CHANNELS = 8  # input channels per group at or below which cuDNN was seen to skip TF32
-
-
-def _pow2(n: int) -> int:
-    return 1 << max(int(n) - 1, 0).bit_length()
 
 
 def _split(value: str, sizes: list[int], prefix: str, lines: list[str]) -> list[str]:
@@ -302,21 +299,21 @@ def default(kernel: ConvKernel, gpu: bool, dots: tuple[str, ...]) -> dict[str, A
     """`dots`: the first DOT value to try, or none when DOT is not tuned."""
     if kernel.depthwise:
         if not gpu:
-            return {"BLOCK": min(_pow2(kernel.numel), INTERPRETER_BLOCK), "num_warps": 1}
+            return {"BLOCK": min(next_pow2(kernel.numel), INTERPRETER_BLOCK), "num_warps": 1}
         return {"BLOCK": 256, "num_warps": 4}
     precision = {"DOT": dots[0]} if dots else {}
     k = kernel.cin_g if kernel.channel_loop else kernel.k  # the K loop's length
     if not gpu:  # the interpreter: fewest program instances
-        return {"BLOCK_M": min(_pow2(kernel.phase_m), 64), "BLOCK_N": max(16, min(_pow2(kernel.cout_g), 64)),
-                "BLOCK_K": max(16, min(_pow2(k), 64)), "GROUP_M": 8, **precision,
+        return {"BLOCK_M": min(next_pow2(kernel.phase_m), 64), "BLOCK_N": max(16, min(next_pow2(kernel.cout_g), 64)),
+                "BLOCK_K": max(16, min(next_pow2(k), 64)), "GROUP_M": 8, **precision,
                 "num_warps": 1, "num_stages": 1}  # fmt: skip
     # three products per step: level1/54 (flat K = 81) ran 2.83 ms at 16-deep blocks, 4.35 at
     # 32 (H200); the tf32rn level1/50 was 1.36 at 32, 1.41 at 16; a K that one 32-deep step
     # covers stays one step (level1/59, K = 27: 1.63 ms at 32, 2.84 at 16, H100)
     three = precision.get("DOT") == "tf32x3" and not kernel.channel_loop
     deep = 16 if three and k > 32 else 32
-    return {"BLOCK_M": 128, "BLOCK_N": max(16, min(_pow2(kernel.cout_g), 128)),
-            "BLOCK_K": max(16, min(_pow2(k), deep)), "GROUP_M": 8, **precision, "num_warps": 8,
+    return {"BLOCK_M": 128, "BLOCK_N": max(16, min(next_pow2(kernel.cout_g), 128)),
+            "BLOCK_K": max(16, min(next_pow2(k), deep)), "GROUP_M": 8, **precision, "num_warps": 8,
             "num_stages": 3}  # fmt: skip
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from kernelgraph.tools.builtin import triton_gemv
 from kernelgraph.tools.builtin.expr import Load, var, walk
 from kernelgraph.tools.builtin.kernels import FusedKernel, GemmKernel
 from kernelgraph.tools.builtin.printer import Printer, operator_or_call
@@ -195,9 +196,32 @@ def _k_range(kernel: GemmKernel) -> list[str]:
 def gemm_source(kernel: GemmKernel, gpu: bool, input_precision: str | None) -> str:
     """`input_precision`: Python source for tl.dot's argument ('"tf32"', or "DOT" for the
     constexpr tuning parameter), None for the dtype's default."""
-    a, b = kernel.a, kernel.b
     printer = Printer(TritonSyntax(gpu))
-    body = [
+    constexprs = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"]
+    if triton_gemv.is_gemv(kernel):
+        body = triton_gemv.body(kernel, _k_range(kernel))
+    else:
+        body = _gemm_body(kernel, input_precision)
+        if input_precision == "DOT":  # a tuning parameter: "tf32x3" or "ieee"
+            constexprs.append("DOT")
+    body += [
+        f"idx = (bid * {kernel.m} + rm[:, None]) * {kernel.n} + rn[None, :]",
+        f"mask = (rm[:, None] < {kernel.m}) & (rn[None, :] < {kernel.n})",
+    ]
+    if kernel.batch * kernel.m * kernel.n > INT32_LIMIT:
+        body[-2] = body[-2].replace("(bid *", "(bid.to(tl.int64) *")
+    if kernel.split_k > 1:
+        body.append(f"tl.atomic_add({kernel.inputs[-1]} + idx, acc, mask=mask)")
+    for store in kernel.stores:
+        value = printer.value(store.value)
+        body += printer.take() + [f"tl.store({store.arg} + idx, {value}, mask=mask)"]
+    return "\n".join([_signature(kernel, constexprs), *_indent(body)])
+
+
+def _gemm_body(kernel: GemmKernel, input_precision: str | None) -> list[str]:
+    """Grouped tiles on tensor cores, up to the accumulator `acc`."""
+    a, b = kernel.a, kernel.b
+    return [
         "pid = tl.program_id(0)",
         "bid = tl.program_id(1)",
         f"num_m = tl.cdiv({kernel.m}, BLOCK_M)",
@@ -225,17 +249,4 @@ def gemm_source(kernel: GemmKernel, gpu: bool, input_precision: str | None) -> s
         + (f", input_precision={input_precision})" if input_precision else ")"),
         f"    a_ptr += BLOCK_K * {a.strides[2]}",
         f"    b_ptr += BLOCK_K * {b.strides[1]}",
-        f"idx = (bid * {kernel.m} + rm[:, None]) * {kernel.n} + rn[None, :]",
-        f"mask = (rm[:, None] < {kernel.m}) & (rn[None, :] < {kernel.n})",
     ]
-    if kernel.batch * kernel.m * kernel.n > INT32_LIMIT:
-        body[-2] = body[-2].replace("(bid *", "(bid.to(tl.int64) *")
-    if kernel.split_k > 1:
-        body.append(f"tl.atomic_add({kernel.inputs[-1]} + idx, acc, mask=mask)")
-    for store in kernel.stores:
-        value = printer.value(store.value)
-        body += printer.take() + [f"tl.store({store.arg} + idx, {value}, mask=mask)"]
-    constexprs = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"]
-    if input_precision == "DOT":  # a tuning parameter: "tf32x3" or "ieee"
-        constexprs.append("DOT")
-    return "\n".join([_signature(kernel, constexprs), *_indent(body)])

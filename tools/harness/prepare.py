@@ -178,7 +178,7 @@ def _input_dtypes(inputs_dir: Path) -> set[str]:
 def estimate_on_meta(module) -> dict[str, Any]:
     """FLOPs, bytes and tensor sizes, from a run on meta tensors (no memory used)."""
     try:
-        with torch.device("meta"):
+        with torch.device("meta"), ref.distributions_unchecked():
             torch.manual_seed(ref.CONSTRUCT_SEED)
             model = module.Model(*module.get_init_inputs())
             inputs = list(module.get_inputs())

@@ -8,6 +8,7 @@ same weights; both run under no_grad in the reference model's train/eval mode.
 
 from __future__ import annotations
 
+import contextlib
 from types import ModuleType
 from typing import Any
 
@@ -18,6 +19,18 @@ from kernelgraph.tools.harness.exchange import to_device
 
 CONSTRUCT_SEED = 42
 TIMING_SEED = 1001  # the timing pool's second input set when only one seed is verified
+
+
+@contextlib.contextmanager
+def distributions_unchecked():
+    """torch.distributions check their arguments' values (a `.item()`), which meta tensors
+    lack; a sample's shape does not depend on them (KernelBench's losses draw from Pareto)."""
+    checked = torch.distributions.Distribution._validate_args
+    torch.distributions.Distribution.set_default_validate_args(False)
+    try:
+        yield
+    finally:
+        torch.distributions.Distribution.set_default_validate_args(checked)
 
 
 def verification_seeds(count: int) -> list[int]:
