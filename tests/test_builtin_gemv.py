@@ -38,7 +38,7 @@ def test_matrix_vector_products_verify_without_tensor_cores(tmp_path, name):
     assert verdict.passed, verdict.message
 
 
-@pytest.mark.parametrize("name", ["matrix_vector", "vector_matrix_linear"])
+@pytest.mark.parametrize("name", ["matrix_vector", "vector_matrix_linear", "vector_matrix"])
 def test_split_k_matrix_vector_products_verify(tmp_path, monkeypatch, name):
     """Few rows (or columns): K shared by programs that add into a scratch, then the epilogue."""
     monkeypatch.setattr(TritonBackend, "split_k", lambda self, kernel: 3)
