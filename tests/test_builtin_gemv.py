@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-from builtin_helpers import builtin_generator, task_file
+from builtin_helpers import builtin_generator, task_file, verify_forward
 from test_builtin import generate, verify
 
 from kernelgraph.tools.builtin.triton_backend import TritonBackend
@@ -36,6 +36,22 @@ def test_matrix_vector_products_verify_without_tensor_cores(tmp_path, name):
     assert ("axis=0" in source) == (name in ("vector_matrix", "transposed_matrix"))
     verdict = verify(task, kernel, tmp_path)
     assert verdict.passed, verdict.message
+
+
+ONE_D = {
+    "mv": ("torch.relu(torch.matmul(x, y))", "torch.randn(37, 300), torch.randn(300)"),
+    "batched_mv": ("torch.matmul(x, y) * 2", "torch.randn(3, 37, 300), torch.randn(300)"),
+    "addmv": ("torch.addmv(x[:, 0], x, y, beta=0.5, alpha=2.0)", "torch.randn(37, 300), torch.randn(300)"),
+    "dot": ("torch.dot(x, y) + 1", "torch.randn(300), torch.randn(300)"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("dsl", ["triton", "cpp"])
+@pytest.mark.parametrize("name", list(ONE_D))
+def test_products_with_a_vector_verify(tmp_path, name, dsl):
+    """aten.mv, addmv and dot (a 1-D operand) are GEMMs with N = 1, in both DSLs."""
+    code = verify_forward(tmp_path, dsl, *ONE_D[name])
+    assert dsl == "cpp" or "part = tl.zeros" in code
 
 
 @pytest.mark.parametrize("name", ["matrix_vector", "vector_matrix_linear", "vector_matrix"])

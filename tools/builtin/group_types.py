@@ -18,7 +18,8 @@ RESHAPES = frozenset(
     "view _unsafe_view reshape _reshape_alias squeeze unsqueeze flatten unflatten alias detach "
     "lift_fresh".split()
 )
-GEMMS = frozenset({"mm", "addmm", "bmm", "baddbmm"})
+VECTOR_PRODUCTS = frozenset({"mv", "addmv", "dot"})  # a 1-D B: GEMMs with N = 1
+GEMMS = frozenset({"mm", "addmm", "bmm", "baddbmm"}) | VECTOR_PRODUCTS
 
 
 def op_name(op: dict[str, Any]) -> str:

@@ -30,6 +30,7 @@ from kernelgraph.tools.builtin.gathers import CONCATS, GATHERS
 from kernelgraph.tools.builtin.group_types import (
     GEMMS,
     RESHAPES,
+    VECTOR_PRODUCTS,
     GroupContext,
     GroupResult,
     InGroup,
@@ -107,7 +108,7 @@ class GroupBuilder:
     def _choose_space(self) -> Space:
         first = self.ctx.ops[self.members[0]]
         if op_name(first) in GEMMS:
-            shape = first["outs"][0]["shape"]
+            shape = first["outs"][0]["shape"] or [1]  # a dot product's is []
             return Space(numel(shape[:-1]), 1, shape[-1])
         for i in self.members:  # the first op that reduces sets the rows
             op = self.ctx.ops[i]
@@ -263,13 +264,27 @@ class GroupBuilder:
         if index != self.members[0]:
             raise FusionError("a matrix product inside a fused kernel")
         argv = op["argv"]
-        bias, (a_ref, b_ref) = (argv[0], argv[1:3]) if name.startswith(("addmm", "baddbmm")) else (
-            None, argv[0:2])  # fmt: skip
+        biased = name.startswith(("addmm", "baddbmm", "addmv"))
+        bias, (a_ref, b_ref) = (argv[0], argv[1:3]) if biased else (None, argv[0:2])
         a_val, b_val = self.ctx.external(a_ref), self.ctx.external(b_ref)
         shape = op["outs"][0]["shape"]
-        batch = shape[0] if len(shape) == 3 else 1
-        m, n, k = shape[-2], shape[-1], a_val.shape[-1]
-        self.gemm = (a_val, b_val, batch, m, n, k)
+        if name in VECTOR_PRODUCTS:  # [M, K] @ [K] or [K] . [K]: N = 1, a 1-D A is one row
+            m = a_val.shape[0] if len(a_val.shape) == 2 else 1
+            a_strides = (0, *a_val.strides) if len(a_val.shape) == 2 else (0, 0, a_val.strides[0])
+            self.gemm = (
+                a_val,
+                b_val,
+                1,
+                m,
+                1,
+                a_val.shape[-1],
+                a_strides,
+                (0, b_val.strides[0], 0),
+            )
+        else:
+            batch = shape[0] if len(shape) == 3 else 1
+            strides = (_gemm_strides(a_val, batch), _gemm_strides(b_val, batch))
+            self.gemm = (a_val, b_val, batch, shape[-2], shape[-1], a_val.shape[-1], *strides)
         acc: Expr = var("acc")
         kwargs = op.get("kwargv") or {}
         alpha = argv[4] if len(argv) > 4 else kwargs.get("alpha", 1)
@@ -344,12 +359,12 @@ class GroupBuilder:
                            reductions, stores, kind)  # fmt: skip
 
     def _gemm_kernel(self, stores, inputs, names) -> GemmKernel:
-        a_val, b_val, batch, m, n, k = self.gemm
+        a_val, b_val, batch, m, n, k, a_strides, b_strides = self.gemm
         for s in stores:
             if any(node.op == "reduce" for node in walk(s.value)):
                 raise FusionError("a reduction after a matrix product")
-        a = Operand(self._arg(a_val), _gemm_strides(a_val, batch))
-        b = Operand(self._arg(b_val), _gemm_strides(b_val, batch))
+        a = Operand(self._arg(a_val), a_strides)
+        b = Operand(self._arg(b_val), b_strides)
         inputs = [self.arg_names[v.var] for v in self.inputs]
         return GemmKernel(self.name, batch, m, n, k, a, b, inputs, names, stores)
 
