@@ -42,49 +42,39 @@ def body(kernel: GemmKernel, k_range: list[str]) -> list[str]:
     a, b = kernel.a, kernel.b
     block, strip, length = _strip(kernel)
     wide = ".to(tl.int64)" if _past_int32(kernel) else ""
-    bid = f"bid{wide}"
     rows = _along_rows(kernel)
     mine, other = (f"({strip} % {length}){wide}", f"rk{wide}")
     # the matrix's two index vectors, broadcast to the tile: [strip, K] along rows, else [K, strip]
     m_out, m_k = (f"{mine}[:, None]", f"{other}[None, :]") if rows else (
         f"{mine}[None, :]", f"{other}[:, None]")  # fmt: skip
-    v_b = "[None, :]" if rows else "[:, None]"  # the vector across the tile
-    k_mask = "kmask[None, :]" if rows else "kmask[:, None]"
+    # (pointer, tensor, offset) of the matrix, then of the vector: A @ x, else x @ B
     if kernel.n == 1:
-        matrix = (
-            f"{a.arg} + {bid} * {a.strides[0]} + {m_out} * {a.strides[1]} + {m_k} * {a.strides[2]}"
-        )
-        vector = f"{b.arg} + {bid} * {b.strides[0]} + rk * {b.strides[1]}"
-        pointers = [f"a_ptr = {matrix}", f"b_ptr = {vector}"]
-        loads = [
-            f"m = tl.load(a_ptr, mask={k_mask}, other=0.0)",
-            "v = tl.load(b_ptr, mask=kmask, other=0.0)",
-        ]
-        other_axis = ["rn = tl.arange(0, BLOCK_N)"]
+        matrix = ("a_ptr", a, f"{m_out} * {a.strides[1]} + {m_k} * {a.strides[2]}")
+        vector = ("b_ptr", b, f"rk * {b.strides[1]}")
+        other_axis = "rn = tl.arange(0, BLOCK_N)"
     else:
-        matrix = (
-            f"{b.arg} + {bid} * {b.strides[0]} + {m_k} * {b.strides[1]} + {m_out} * {b.strides[2]}"
-        )
-        vector = f"{a.arg} + {bid} * {a.strides[0]} + rk * {a.strides[2]}"
-        pointers = [f"a_ptr = {vector}", f"b_ptr = {matrix}"]
-        loads = [
-            f"m = tl.load(b_ptr, mask={k_mask}, other=0.0)",
-            "v = tl.load(a_ptr, mask=kmask, other=0.0)",
-        ]
-        other_axis = ["rm = tl.arange(0, BLOCK_M)"]
+        matrix = ("b_ptr", b, f"{m_k} * {b.strides[1]} + {m_out} * {b.strides[2]}")
+        vector = ("a_ptr", a, f"rk * {a.strides[2]}")
+        other_axis = "rm = tl.arange(0, BLOCK_M)"
+    pointers = sorted(
+        f"{ptr} = {t.arg} + bid{wide} * {t.strides[0]} + {offset}"
+        for ptr, t, offset in (matrix, vector)
+    )
+    k_mask, v_across = ("kmask[None, :]", "[None, :]") if rows else ("kmask[:, None]", "[:, None]")
     tile = f"({block}, BLOCK_K)" if rows else f"(BLOCK_K, {block})"
     total = f"tl.sum(part, axis={1 if rows else 0})"
     return [
         "bid = tl.program_id(1)",
         f"{strip} = tl.program_id(0) * {block} + tl.arange(0, {block})",
-        *other_axis,
+        other_axis,
         "rk = tl.arange(0, BLOCK_K)",
         *pointers,
         f"part = tl.zeros({tile}, dtype=tl.float32)",
         *k_range,
         "    kmask = rk < k_end - kk * BLOCK_K",
-        *(f"    {line}" for line in loads),
-        f"    part += m.to(tl.float32) * v.to(tl.float32){v_b}",
+        f"    m = tl.load({matrix[0]}, mask={k_mask}, other=0.0)",
+        f"    v = tl.load({vector[0]}, mask=kmask, other=0.0)",
+        f"    part += m.to(tl.float32) * v.to(tl.float32){v_across}",
         f"    a_ptr += BLOCK_K * {a.strides[2]}",
         f"    b_ptr += BLOCK_K * {b.strides[1]}",
         f"acc = {total}[:, None]" if kernel.n == 1 else f"acc = {total}[None, :]",
