@@ -75,6 +75,19 @@ def test_rows_in_more_chunks_than_sms_loop_by_default(tmp_path):
     )
 
 
+def test_rows_of_megabytes_in_many_rows_split_across_programs(tmp_path):
+    """Group norm's groups (2^20 elements here: 256 chunks) hold no resident programs: a program per group
+    would loop over it twice, so its statistics split across programs (partial sums), as a
+    softmax's rows (above) do not: their online max and sum would take two reads, not one."""
+    from kernelgraph.tools.builtin.kernels import PartialReduction
+
+    task = task_file(tmp_path, "F.group_norm(x, 1)", "torch.randn(300, 4, 512, 512)")
+    generator = builtin_generator(task, "triton", tmp_path, device="cuda")
+    partials = [k for k in generator.program.kernels if isinstance(k, PartialReduction)]
+    assert len(partials) == 1, generator.program.kernels
+    assert generator.backend.default(partials[0])["BLOCKS"] > 1  # 76800 chunks: 64 a program
+
+
 def test_the_exchange_compiles_for_hopper(tmp_path):
     """The interpreter does not check what the GPU compiler does: compile for sm_90 without a
     GPU, and find the release/acquire pair that orders the partials with the arrivals."""

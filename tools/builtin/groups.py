@@ -38,6 +38,7 @@ from kernelgraph.tools.builtin.group_types import (
     collapse,
     op_name,
 )
+from kernelgraph.tools.builtin.hoisting import hoist_factors
 from kernelgraph.tools.builtin.kernels import (
     FusedKernel,
     GemmKernel,
@@ -343,11 +344,13 @@ class GroupBuilder:
                 return e
             args = tuple(extract(a) for a in e.args)
             if e.op == "reduce":
-                key = Expr("reduce", args, e.attr)
+                summed, times, over = hoist_factors(e.attr, args[0])
+                key = Expr("reduce", (summed,), e.attr)
                 if key not in found:
                     found[key] = var(f"r{len(reductions)}")
-                    reductions.append(Reduction(e.attr, args[0]))
-                return found[key]
+                    reductions.append(Reduction(e.attr, summed))
+                value = found[key] if times is None else call("mul", found[key], times)
+                return value if over is None else call("div", value, over)
             return Expr(e.op, args, e.attr)
 
         stores = [Store(s.arg, extract(s.value), s.space) for s in stores]

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kernelgraph.tools.builtin.expr import Expr, Load, const, substitute, var
+from kernelgraph.tools.builtin.expr import Expr, Load, const, substitute, var, walk
+from kernelgraph.tools.builtin.hoisting import row_constant
 from kernelgraph.tools.builtin.kernels import (
     FusedKernel,
     GemmKernel,
@@ -82,21 +83,56 @@ def _split_reduction(step: Step, kernel: FusedKernel) -> list[Step]:
             [local[j] for j in members], [*kernel.inputs, *local[:last]],
         )  # fmt: skip
         steps.append(Step("launch", [], kernel=part, inputs=[*step.inputs, *scratch[:last]]))
-    for space, row in (("full", _row_of(kernel)), ("row", var("idx"))):
-        names = {f"r{j}": _load(local[j], row, "full") for j in range(len(local))} | {"k": row}
-        chosen = [i for i, s in enumerate(kernel.stores) if s.space == space]
+    full = [i for i, s in enumerate(kernel.stores) if s.space == "full"]
+    values, row_values = _row_values([kernel.stores[i].value for i in full])
+    held = [f"{scratch[0]}_v{n}" for n in range(len(row_values))]
+    scratch_args = (local, scratch)
+    if row_values:
+        shapes = [([kernel.rows], "float32")] * len(held)
+        steps.append(_finish(step, kernel, "rowvals", scratch_args, row_values, held, shapes))
+    for space, chosen in (("full", full), ("row", [i for i, s in enumerate(kernel.stores)
+                                                   if s.space == "row"])):  # fmt: skip
         if not chosen:
             continue
-        numel = kernel.numel if space == "full" else kernel.rows
-        stores = [Store(f"out{n}", substitute(kernel.stores[i].value, names, True), "full")
-                  for n, i in enumerate(chosen)]  # fmt: skip
-        finish = FusedKernel(f"{kernel.name}_{space}", numel, 1, 1, [*kernel.inputs, *local],
-                             [f"out{n}" for n in range(len(chosen))], [], stores, kernel.kind)  # fmt: skip
         outs = [step.outs[kernel.outputs.index(kernel.stores[i].arg)] for i in chosen]
         shapes = [step.out_shapes[kernel.outputs.index(kernel.stores[i].arg)] for i in chosen]
-        steps.append(Step("launch", outs, kernel=finish, inputs=[*step.inputs, *scratch],
-                          out_shapes=shapes))  # fmt: skip
+        own = values if space == "full" else [kernel.stores[i].value for i in chosen]
+        steps.append(_finish(step, kernel, space, scratch_args, own, outs, shapes, held))
     return steps
+
+
+def _finish(step: Step, kernel: FusedKernel, space: str, scratch_args, values: list[Expr],
+            outs: list[str], shapes: list, held: list[str] = ()) -> Step:  # fmt: skip
+    """A flat kernel over the full space (`space` "full") or the rows that stores `values`,
+    reading each row's reductions back from the scratch and its row values from `held`."""
+    local, scratch = scratch_args
+    row = _row_of(kernel) if space == "full" else var("idx")
+    names = {f"r{j}": _load(local[j], row, "full") for j in range(len(local))} | {"k": row}
+    names |= {f"v{n}": _load(f"v{n}", row, "full") for n in range(len(held))}
+    stores = [Store(f"out{n}", substitute(v, names, True), "full") for n, v in enumerate(values)]
+    numel = kernel.numel if space == "full" else kernel.rows
+    inputs = [*kernel.inputs, *local, *(f"v{n}" for n in range(len(held)))]
+    finish = FusedKernel(f"{kernel.name}_{space}", numel, 1, 1, inputs,
+                         [f"out{n}" for n in range(len(values))], [], stores, kernel.kind)  # fmt: skip
+    return Step("launch", outs, kernel=finish, inputs=[*step.inputs, *scratch, *held],
+                out_shapes=shapes)  # fmt: skip
+
+
+def _row_values(values: list[Expr]) -> tuple[list[Expr], list[Expr]]:
+    """`values` with each largest subexpression that has one value per row and uses a
+    reduction (a norm's mean, its 1/std) replaced by var("vN"); those subexpressions. The flat
+    kernel then reads them, computed once a row, instead of computing them at every element."""
+    found: dict[Expr, Expr] = {}
+
+    def visit(e: Expr) -> Expr:
+        if e.op in ("const", "var", "load"):
+            return e
+        if row_constant(e) and any(n.op == "var" and n.attr[0] == "r" for n in walk(e)):
+            return found.setdefault(e, var(f"v{len(found)}"))
+        return Expr(e.op, tuple(visit(a) for a in e.args), e.attr)
+
+    rewritten = [visit(v) for v in values]
+    return rewritten, list(found)
 
 
 def _split_gemm(step: Step, kernel: GemmKernel, parts: int) -> list[Step]:

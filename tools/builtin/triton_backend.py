@@ -22,6 +22,7 @@ from kernelgraph.tools.builtin import (
 )
 from kernelgraph.tools.builtin.attention import AttentionKernel
 from kernelgraph.tools.builtin.conv import ConvKernel
+from kernelgraph.tools.builtin.expr import loads
 from kernelgraph.tools.builtin.kernels import (
     FusedKernel,
     GemmKernel,
@@ -33,8 +34,12 @@ from kernelgraph.tools.builtin.scans import ScanKernel
 
 SMS = 132  # streaming multiprocessors of an H100 SXM: "too few programs" is relative to this
 MAX_PERSISTENT_R = 32768  # longer rows loop: softmax's max and sum online, in one pass
+STREAM_BLOCK_R = 4096  # a looped one-pass row's block: 16 fp32 of each input a thread
 LOOPED_BLOCK_R = 16384  # a looped row's block when it has one reduction (32 fp32 a thread)
 INTERPRETER_BLOCK = 1 << 16
+# Rows this long are split across programs even when there are many (H200, group norm over
+# [112, 64, 512, 512] in 8 groups: 6.35 ms one program a group, 5.53 split)
+SPLIT_R = 1 << 19
 STRIDED_TILE = 16384  # elements of a strided persistent tile (BLOCK_K x BLOCK_R), H100 sweep
 # fp32 products, fastest first: three TF32 tensor-core products per fp32 one (fp32-accurate,
 # several times the FMA rate), then IEEE FMAs. torch's fp32 matmuls are IEEE at both precisions.
@@ -61,6 +66,27 @@ def _strided_tile(kernel: FusedKernel) -> dict[str, Any]:
     if any(r.kind.startswith("arg") for r in kernel.reductions):
         return {"BLOCK_K": min(next_pow2(kernel.rows), 128), "BLOCK_R": block_r, "num_warps": 8}
     return {"BLOCK_K": min(next_pow2(kernel.rows), 64), "BLOCK_R": block_r, "num_warps": 4}
+
+
+def _partial_blocks(kernel: PartialReduction, block_r: int) -> int:
+    """Chunks a split-row program reduces: enough programs to fill the GPU 16 times over, at
+    most 64 chunks each. One chunk a program made 262144 fp64 atomics on one address for a
+    mean over 2^30 elements (level1/94-style MSE)."""
+    chunks = kernel.rows * -(-kernel.rlen // block_r)
+    blocks = 1
+    while blocks < 64 and chunks // (blocks * 2) >= 16 * SMS:
+        blocks *= 2
+    return blocks
+
+
+def _streams_once(kernel: FusedKernel) -> bool:
+    """Rows read in one pass (every reduction independent, nothing stored per element) whose
+    loads would not fit a program's registers whole (cosine similarity: two rows of 32768): a
+    loop holds one block of each at a time, so several programs share an SM and hide latency."""
+    if len(kernel.passes()) > 1 or any(s.space == "full" for s in kernel.stores):
+        return False
+    tensors = {ld.tensor for r in kernel.reductions for ld in loads(r.value) if ld.space == "full"}
+    return kernel.rlen * len(tensors) > MAX_PERSISTENT_R
 
 
 def _warps(elements: int) -> int:
@@ -95,7 +121,18 @@ class TritonBackend:
         return kernel.rlen > MAX_PERSISTENT_R
 
     def split_rows(self, kernel: FusedKernel) -> bool:
-        return self.gpu and kernel.rows < 2 * SMS and kernel.rlen >= 32768
+        """Too few rows to fill the GPU, or rows of megabytes that no program set holds
+        (group norm's 8 MB groups): a program per row would loop over one for milliseconds."""
+        if not self.gpu or kernel.rlen < 32768:
+            return False
+        if kernel.rows < 2 * SMS:
+            return True
+        return (
+            kernel.inner == 1
+            and kernel.rlen >= SPLIT_R
+            and not triton_resident.fits(kernel, SMS)
+            and not kernel.online_pairs()  # a split reads online softmax's row once more
+        )
 
     def split_k(self, kernel: GemmKernel) -> int:
         if not self.gpu:
@@ -135,8 +172,10 @@ class TritonBackend:
         if isinstance(kernel, PoolKernel):
             return triton_pool.default(kernel, self.gpu)
         if isinstance(kernel, PartialReduction):
-            return {"BLOCK_R": 4096 if self.gpu else min(next_pow2(kernel.rlen), INTERPRETER_BLOCK),
-                    "num_warps": 8 if self.gpu else 1}  # fmt: skip
+            if not self.gpu:
+                return {"BLOCKS": 1, "BLOCK_R": min(next_pow2(kernel.rlen), INTERPRETER_BLOCK),
+                        "num_warps": 1}  # fmt: skip
+            return {"BLOCKS": _partial_blocks(kernel, 4096), "BLOCK_R": 4096, "num_warps": 8}
         if isinstance(kernel, GemmKernel):
             return self._gemm_default(kernel)
         if kernel.is_pointwise():
@@ -161,6 +200,8 @@ class TritonBackend:
             if len(kernel.reductions) == 1:
                 return {"BLOCK_K": 1, "BLOCK_R": LOOPED_BLOCK_R, "num_warps": 16}
             return {"BLOCK_K": 1, "BLOCK_R": 4096, "num_warps": 8}
+        if _streams_once(kernel):
+            return {"BLOCK_K": 1, "BLOCK_R": STREAM_BLOCK_R, "num_warps": 8}
         block_r = next_pow2(kernel.rlen)
         block_k = max(1, min(next_pow2(kernel.rows), 2048 // block_r))
         return {"BLOCK_K": block_k, "BLOCK_R": block_r, "num_warps": _warps(block_k * block_r)}
@@ -192,7 +233,7 @@ class TritonBackend:
         if not self.gpu:
             return {}
         if isinstance(kernel, PartialReduction):
-            return {"BLOCK_R": [2048, 4096, 8192], "num_warps": [4, 8, 16]}
+            return {"BLOCKS": [1, 16, 64], "BLOCK_R": [2048, 4096, 8192], "num_warps": [4, 8, 16]}
         if isinstance(kernel, GemmKernel) and triton_gemv.is_gemv(kernel):
             return triton_gemv.tunables(kernel)
         if isinstance(kernel, GemmKernel):
@@ -212,6 +253,8 @@ class TritonBackend:
                 return {"RESIDENT": [True, False], "BLOCK_R": [4096, 8192, 16384],
                         "num_warps": [4, 8, 16]}  # fmt: skip
             return {"BLOCK_R": [4096, 8192, 16384], "num_warps": [8, 16]}
+        if _streams_once(kernel):
+            return {"BLOCK_R": [2048, 4096, 8192], "num_warps": [4, 8, 16]}
         block_r = next_pow2(kernel.rlen)
         ks = sorted({max(1, 2048 // block_r) * f for f in (1, 2, 4)} | {1})
         return {"BLOCK_K": ks, "num_warps": [4, 8, 16]}
@@ -254,7 +297,9 @@ class TritonBackend:
         if config.get("RESIDENT"):
             return triton_resident.launch(kernel, args, config)
         if isinstance(kernel, PartialReduction):
-            grid = f"(triton.cdiv({kernel.rlen}, {config['BLOCK_R']}), {kernel.rows})"
+            config = {"BLOCKS": 1, **config}  # configs from before BLOCKS read one chunk
+            span = config["BLOCKS"] * config["BLOCK_R"]
+            grid = f"(triton.cdiv({kernel.rlen}, {span}), {kernel.rows})"
         elif isinstance(kernel, GemmKernel):
             grid = (
                 f"(triton.cdiv({kernel.m}, {config['BLOCK_M']}) * "

@@ -186,22 +186,31 @@ ATOMIC = {"sum": "tl.atomic_add", "max": "tl.atomic_max", "min": "tl.atomic_min"
 
 
 def partial_source(kernel: PartialReduction, gpu: bool) -> str:
-    """One chunk of one row per program, combined into the scratch with an atomic."""
+    """BLOCKS consecutive chunks of one row per program, reduced in registers and combined into
+    the scratch with one atomic a program: thousands of atomics on one address, not a million."""
     printer = Printer(TritonSyntax(gpu))
-    k_start = "tl.program_id(1).to(tl.int64)" if kernel.numel > INT32_LIMIT else "tl.program_id(1)"
+    wide = ".to(tl.int64)" if kernel.numel > INT32_LIMIT else ""
     body = [
-        f"k = {k_start}",
+        f"k = tl.program_id(1){wide}",
         f"kmask = k < {kernel.rows}",
-        "r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)",
+        f"first = tl.program_id(0){wide} * (BLOCKS * BLOCK_R)",
+    ]
+    loop = [
+        "r = first + b * BLOCK_R + tl.arange(0, BLOCK_R)",
         f"mask = r < {kernel.rlen}",
         f"idx = {_full_index(kernel)}",
     ]
-    for j, (reduction, target) in enumerate(zip(kernel.reductions, kernel.targets, strict=True)):
+    finish = []
+    for j, reduction in enumerate(kernel.reductions):
+        kind, init = reduction.kind, INIT[reduction.kind]
         value = printer.value(reduction.value)
-        body += printer.take()
-        whole = REDUCE[reduction.kind].format(a=f"tl.where(mask, {value}, {INIT[reduction.kind]})")
-        part = whole.replace(", axis=1", ", axis=0")
-        if reduction.kind == "sum":  # into fp64 scratch: see split.SCRATCH_DTYPE
+        loop += printer.take()
+        masked = f"tl.where(mask, {value}, {init})"
+        body.append(f"acc{j} = tl.full([BLOCK_R], {init}, tl.float32)")
+        loop.append(f"acc{j} = {COMBINE[kind].format(a=f'acc{j}', b=masked)}")
+        part = REDUCE[kind].format(a=f"acc{j}").replace(", axis=1", ", axis=0")
+        if kind == "sum":  # into fp64 scratch: see split.SCRATCH_DTYPE
             part = f"({part}).to(tl.float64)"
-        body += [f"part{j} = {part}", f"{ATOMIC[reduction.kind]}({target} + k, part{j})"]
-    return "\n".join([_signature(kernel, ["BLOCK_R"]), *_indent(body)])
+        finish += [f"part{j} = {part}", f"{ATOMIC[kind]}({kernel.targets[j]} + k, part{j})"]
+    body += ["for b in range(0, BLOCKS):", *_indent(loop), *finish]
+    return "\n".join([_signature(kernel, ["BLOCKS", "BLOCK_R"]), *_indent(body)])

@@ -1,0 +1,65 @@
+"""Row-constant factors moved out of a row sum: sum_r(x[r] / c * y[r] / d) = sum_r(x * y) / (c * d).
+
+Cosine similarity normalises each row by its norms before the dot product, so as traced the
+dot product reads the row again after the norms are known. With the norms' factors taken out
+of the sum, the three sums are independent of each other and a kernel computes them in one
+pass over the row (tools/builtin/groups.py calls `hoist_factors` on each row reduction).
+"""
+
+from __future__ import annotations
+
+import re
+
+from kernelgraph.tools.builtin.expr import Expr, call, walk
+
+_ROW_VARS = re.compile(r"k|r\d+")  # the row index and earlier reductions' row values
+
+
+def row_constant(e: Expr) -> bool:
+    """Whether `e` has one value per row: no full-space load, no full-space index."""
+    for node in walk(e):
+        if node.op == "load" and node.attr.space != "row":
+            return False
+        if node.op == "var" and not _ROW_VARS.fullmatch(node.attr):
+            return False
+    return True
+
+
+def hoist_factors(kind: str, value: Expr) -> tuple[Expr, Expr | None, Expr | None]:
+    """(what to sum, row-constant multiplier, row-constant divisor) for `reduce(kind, value)`;
+    the multiplier and divisor are None where there is nothing to take out."""
+    if kind != "sum" or row_constant(value):
+        return value, None, None
+    varying, times, over = _split(value)
+    return varying, _product(times), _product(over)
+
+
+def _split(e: Expr) -> tuple[Expr, list[Expr], list[Expr]]:
+    """`e` as varying * prod(times) / prod(over), the factors row-constant."""
+    if e.op == "mul":
+        a, b = e.args
+        if row_constant(a):
+            v, t, o = _split(b)
+            return v, [a, *t], o
+        if row_constant(b):
+            v, t, o = _split(a)
+            return v, [*t, b], o
+        va, ta, oa = _split(a)
+        vb, tb, ob = _split(b)
+        return call("mul", va, vb), ta + tb, oa + ob
+    if e.op == "div":
+        a, b = e.args
+        va, ta, oa = _split(a)
+        if row_constant(b):
+            return va, ta, [*oa, b]
+        return call("div", va, b), ta, oa
+    return e, [], []
+
+
+def _product(factors: list[Expr]) -> Expr | None:
+    if not factors:
+        return None
+    total = factors[0]
+    for f in factors[1:]:
+        total = call("mul", total, f)
+    return total
