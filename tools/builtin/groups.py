@@ -38,12 +38,11 @@ from kernelgraph.tools.builtin.group_types import (
     collapse,
     op_name,
 )
-from kernelgraph.tools.builtin.hoisting import hoist_factors
+from kernelgraph.tools.builtin.hoisting import extract_reductions
 from kernelgraph.tools.builtin.kernels import (
     FusedKernel,
     GemmKernel,
     Operand,
-    Reduction,
     Store,
     numel,
 )
@@ -334,26 +333,7 @@ class GroupBuilder:
         return GroupResult(kernel, list(self.inputs), outputs)
 
     def _fused_kernel(self, stores, inputs, names, kind) -> FusedKernel:
-        reductions: list[Reduction] = []
-        found: dict[Expr, Expr] = {}
-
-        def extract(e: Expr) -> Expr:
-            if e.op in ("const", "var"):
-                return e
-            if e.op == "load":
-                return e
-            args = tuple(extract(a) for a in e.args)
-            if e.op == "reduce":
-                summed, times, over = hoist_factors(e.attr, args[0])
-                key = Expr("reduce", (summed,), e.attr)
-                if key not in found:
-                    found[key] = var(f"r{len(reductions)}")
-                    reductions.append(Reduction(e.attr, summed))
-                value = found[key] if times is None else call("mul", found[key], times)
-                return value if over is None else call("div", value, over)
-            return Expr(e.op, args, e.attr)
-
-        stores = [Store(s.arg, extract(s.value), s.space) for s in stores]
+        stores, reductions = extract_reductions(stores)
         space = self.space
         if not reductions:  # nothing reduced: one flat pointwise space
             space = Space(space.full, 1, 1)

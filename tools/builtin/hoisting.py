@@ -1,16 +1,18 @@
-"""Row-constant factors moved out of a row sum: sum_r(x[r] / c * y[r] / d) = sum_r(x * y) / (c * d).
+"""A group's reductions taken out of its expressions, each sum's row-constant factors outside it:
+sum_r(x[r] / c * y[r] / d) = sum_r(x * y) / (c * d).
 
 Cosine similarity normalises each row by its norms before the dot product, so as traced the
 dot product reads the row again after the norms are known. With the norms' factors taken out
 of the sum, the three sums are independent of each other and a kernel computes them in one
-pass over the row (tools/builtin/groups.py calls `hoist_factors` on each row reduction).
+pass over the row (tools/builtin/groups.py builds its row kernels with `extract_reductions`).
 """
 
 from __future__ import annotations
 
 import re
 
-from kernelgraph.tools.builtin.expr import Expr, call, walk
+from kernelgraph.tools.builtin.expr import Expr, call, var, walk
+from kernelgraph.tools.builtin.kernels import Reduction, Store
 
 _ROW_VARS = re.compile(r"k|r\d+")  # the row index and earlier reductions' row values
 
@@ -23,6 +25,29 @@ def row_constant(e: Expr) -> bool:
         if node.op == "var" and not _ROW_VARS.fullmatch(node.attr):
             return False
     return True
+
+
+def extract_reductions(stores: list[Store]) -> tuple[list[Store], list[Reduction]]:
+    """The stores with each distinct reduction replaced by var("rN") (times its factors), and
+    the reductions, in the order the stores first use them."""
+    reductions: list[Reduction] = []
+    found: dict[Expr, Expr] = {}
+
+    def extract(e: Expr) -> Expr:
+        if e.op in ("const", "var", "load"):
+            return e
+        args = tuple(extract(a) for a in e.args)
+        if e.op != "reduce":
+            return Expr(e.op, args, e.attr)
+        summed, times, over = hoist_factors(e.attr, args[0])
+        key = Expr("reduce", (summed,), e.attr)
+        if key not in found:
+            found[key] = var(f"r{len(reductions)}")
+            reductions.append(Reduction(e.attr, summed))
+        value = found[key] if times is None else call("mul", found[key], times)
+        return value if over is None else call("div", value, over)
+
+    return [Store(s.arg, extract(s.value), s.space) for s in stores], reductions
 
 
 def hoist_factors(kind: str, value: Expr) -> tuple[Expr, Expr | None, Expr | None]:
