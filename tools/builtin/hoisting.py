@@ -44,19 +44,22 @@ def extract_reductions(stores: list[Store]) -> tuple[list[Store], list[Reduction
         if key not in found:
             found[key] = var(f"r{len(reductions)}")
             reductions.append(Reduction(e.attr, summed))
-        value = found[key] if times is None else call("mul", found[key], times)
-        return value if over is None else call("div", value, over)
+        value = found[key]
+        for factor in times:  # one at a time: a product of two norms may overflow
+            value = call("mul", value, factor)
+        for factor in over:
+            value = call("div", value, factor)
+        return value
 
     return [Store(s.arg, extract(s.value), s.space) for s in stores], reductions
 
 
-def hoist_factors(kind: str, value: Expr) -> tuple[Expr, Expr | None, Expr | None]:
-    """(what to sum, row-constant multiplier, row-constant divisor) for `reduce(kind, value)`;
-    the multiplier and divisor are None where there is nothing to take out."""
+def hoist_factors(kind: str, value: Expr) -> tuple[Expr, list[Expr], list[Expr]]:
+    """(what to sum, row-constant multipliers, row-constant divisors) for `reduce(kind, value)`;
+    no factors where there is nothing to take out."""
     if kind != "sum" or row_constant(value):
-        return value, None, None
-    varying, times, over = _split(value)
-    return varying, _product(times), _product(over)
+        return value, [], []
+    return _split(value)
 
 
 def _split(e: Expr) -> tuple[Expr, list[Expr], list[Expr]]:
@@ -79,12 +82,3 @@ def _split(e: Expr) -> tuple[Expr, list[Expr], list[Expr]]:
             return va, ta, [*oa, b]
         return call("div", va, b), ta, oa
     return e, [], []
-
-
-def _product(factors: list[Expr]) -> Expr | None:
-    if not factors:
-        return None
-    total = factors[0]
-    for f in factors[1:]:
-        total = call("mul", total, f)
-    return total
