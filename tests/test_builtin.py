@@ -196,6 +196,8 @@ SPLIT = {
                             "torch.randn(2, 40)", ""),
     "gemm_split_k": ("torch.relu(x @ y) + 1", "torch.randn(8, 96), torch.randn(96, 4)", ""),
     "group_norm": ("self.gn(x)", "torch.randn(3, 4, 5, 9)", "self.gn = nn.GroupNorm(2, 4)"),
+    "sign_of_row_sum": ("torch.where(x.sum(-1, keepdim=True) > 0, x, -x)", "torch.randn(6, 40)",
+                        ""),
 }  # fmt: skip
 
 
@@ -217,6 +219,8 @@ def test_split_reductions_and_split_k_verify(tmp_path, monkeypatch, name):
         assert "for b in range(0, BLOCKS)" in source  # two chunks a program, the last short
     if name == "group_norm":  # mean and 1/std once a row, not at every element
         assert "_rowvals[" in source
+    if name == "sign_of_row_sum":  # a comparison is no float to hold in a row value
+        assert "_rowvals[" not in source
     verdict = verify(task, kernel, tmp_path)
     assert verdict.passed, verdict.message
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kernelgraph.tools.builtin.expr import Expr, Load, const, substitute, var, walk
+from kernelgraph.tools.builtin.expr import INDEX_OPS, Expr, Load, const, substitute, var, walk
 from kernelgraph.tools.builtin.hoisting import row_constant
 from kernelgraph.tools.builtin.kernels import (
     FusedKernel,
@@ -26,6 +26,8 @@ SCRATCH_INIT = {"sum": "0.0", "max": "float('-inf')", "min": "float('inf')"}
 # A sum over thousands of chunks, added one by one into fp32, drifts by ~1e-4 (HingeLoss's mean
 # of 1G elements failed at 2.9e-4); max and min are exact in any precision.
 SCRATCH_DTYPE = {"sum": "float64", "max": "float32", "min": "float32"}
+# ops whose results are not floats: a comparison stays in the flat kernel, not in a row value
+NOT_FLOAT = frozenset("lt le gt ge eq ne and or not isnan to_bool".split()) | INDEX_OPS
 
 
 def splittable(kernel: FusedKernel) -> bool:
@@ -127,7 +129,8 @@ def _row_values(values: list[Expr]) -> tuple[list[Expr], list[Expr]]:
     def visit(e: Expr) -> Expr:
         if e.op in ("const", "var", "load"):
             return e
-        if row_constant(e) and any(n.op == "var" and n.attr[0] == "r" for n in walk(e)):
+        held = row_constant(e) and e.op not in NOT_FLOAT  # the scratch holds floats
+        if held and any(n.op == "var" and n.attr[0] == "r" for n in walk(e)):
             return found.setdefault(e, var(f"v{len(found)}"))
         return Expr(e.op, tuple(visit(a) for a in e.args), e.attr)
 
