@@ -6,12 +6,27 @@ class Model(nn.Module):
     """3D transposed convolution, a learned scalar added, layer norm over the last dim, 3D
     average pooling and GELU."""
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride, padding, output_padding,
-                 sum_weight, norm_shape, pool_kernel_size):
+    def __init__(
+        self,
+        in_channels,
+        out_channels,
+        kernel_size,
+        stride,
+        padding,
+        output_padding,
+        sum_weight,
+        norm_shape,
+        pool_kernel_size,
+    ):
         super().__init__()
-        self.conv_transpose = nn.ConvTranspose3d(in_channels, out_channels, kernel_size,
-                                                 stride=stride, padding=padding,
-                                                 output_padding=output_padding)
+        self.conv_transpose = nn.ConvTranspose3d(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride=stride,
+            padding=padding,
+            output_padding=output_padding,
+        )
         self.sum_weight = nn.Parameter(torch.tensor(sum_weight))
         self.norm = nn.LayerNorm(norm_shape)
         self.avg_pool = nn.AvgPool3d(kernel_size=pool_kernel_size)
@@ -44,5 +59,14 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [in_channels, out_channels, kernel_size, stride, padding, output_padding, sum_weight,
-            norm_shape, pool_kernel_size]
+    return [
+        in_channels,
+        out_channels,
+        kernel_size,
+        stride,
+        padding,
+        output_padding,
+        sum_weight,
+        norm_shape,
+        pool_kernel_size,
+    ]

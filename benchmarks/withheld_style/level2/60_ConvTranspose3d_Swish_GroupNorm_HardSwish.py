@@ -5,11 +5,13 @@ import torch.nn as nn
 class Model(nn.Module):
     """3D transposed convolution, Swish, group norm, HardSwish."""
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride, padding, groups, eps,
-                 bias=True):
+    def __init__(
+        self, in_channels, out_channels, kernel_size, stride, padding, groups, eps, bias=True
+    ):
         super().__init__()
-        self.conv_transpose = nn.ConvTranspose3d(in_channels, out_channels, kernel_size,
-                                                 stride=stride, padding=padding, bias=bias)
+        self.conv_transpose = nn.ConvTranspose3d(
+            in_channels, out_channels, kernel_size, stride=stride, padding=padding, bias=bias
+        )
         self.group_norm = nn.GroupNorm(num_groups=groups, num_channels=out_channels, eps=eps)
 
     def forward(self, x):
