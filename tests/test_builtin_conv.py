@@ -17,7 +17,7 @@ from test_builtin import generate, verify
 from kernelgraph.tools.builtin.errors import Unsupported
 from kernelgraph.tools.builtin.model import BuiltinModel
 from kernelgraph.tools.builtin.module import read_config
-from kernelgraph.tools.builtin.tf32_copies import ROUND_TF32
+from kernelgraph.tools.builtin.tf32_copies import ROUNDINGS
 from kernelgraph.tools.harness.cache import EvalCache
 from kernelgraph.tools.harness.config import EvalConfig
 from kernelgraph.tools.harness.evaluate import evaluate
@@ -125,13 +125,18 @@ def test_the_cpp_backend_names_the_convolution_and_the_way_out(tmp_path):
 @pytest.mark.parametrize(
     ("precision", "module", "dots"),
     [
-        ("fp32", "nn.Conv2d(16, 8, 3)", ["tf32rn", "tf32x3", "ieee"]),
+        ("fp32", "nn.Conv2d(16, 8, 3)", ["tf32rna", "tf32rn", "tf32x3", "ieee"]),
         ("ieee", "nn.Conv2d(16, 8, 3)", ["tf32x3", "ieee"]),
-        ("fp32", "nn.Conv2d(16, 8, 3, groups=2)", ["tf32x3", "tf32rn", "ieee"]),  # 8 per group
+        (
+            "fp32",
+            "nn.ConvTranspose2d(16, 8, 3, padding=2)",
+            ["tf32rn", "tf32rna", "tf32x3", "ieee"],
+        ),
+        ("fp32", "nn.Conv2d(16, 8, 3, groups=2)", ["tf32x3", "tf32rna", "tf32rn", "ieee"]),
         (
             "fp32",
             "nn.Conv2d(16, 8, 3, stride=2, padding=3, groups=2)",
-            ["tf32rn", "tf32x3", "ieee"],
+            ["tf32rna", "tf32rn", "tf32x3", "ieee"],
         ),
     ],
 )
@@ -139,10 +144,10 @@ def test_a_gpu_convolution_tries_each_precision_before_any_tiling(
     tmp_path, precision, module, dots
 ):
     """At fp32 the reference is cuDNN with PyTorch's flags, TF32 on, so a GPU conv starts with
-    one TF32 product of operands rounded to nearest as cuDNN rounds them (KernelBench's
-    evaluator agreed with 25 of 29 such kernels, benchmarks/RESULTS.md), except a stride-1 one
-    of at most 8 input channels per group, which cuDNN ran without TF32; `ieee` starts at
-    tf32x3. The space lists them fastest first. Until one verifies, every other DOT comes
+    one TF32 product of operands rounded to nearest as cuDNN's kernels round them: ties away
+    for a forward convolution, ties to even for a transposed one, the other rounding next
+    (benchmarks/RESULTS.md), except a stride-1 one of at most 8 input channels per group, which
+    cuDNN ran without TF32; `ieee` starts at tf32x3. The space lists them fastest first. Until one verifies, every other DOT comes
     before any tiling change, fastest first; once one verifies, only a faster DOT no config
     tried comes before the tiling changes. GEMMs, judged against IEEE matmuls, start at tf32x3
     either way."""
@@ -152,7 +157,8 @@ def test_a_gpu_convolution_tries_each_precision_before_any_tiling(
     default, spaces = gen.default_config(), gen.tunables()
     conv = next(name for name in default if "convolution" in name)
     gemm = next(name for name in default if name != conv and "DOT" in default[name])
-    assert (default[conv]["DOT"], spaces[conv]["DOT"]) == (dots[0], sorted(dots, key=FASTEST.index))
+    fastest = sorted(dots, key=lambda dot: dot not in ROUNDINGS)  # one TF32 product, likelier first
+    assert (default[conv]["DOT"], spaces[conv]["DOT"]) == (dots[0], fastest)
     assert default[gemm]["DOT"] == "tf32x3"
     model = BuiltinModel()
     model.generator = lambda context: gen  # noqa: ARG005 - the same program every call
@@ -167,12 +173,9 @@ def test_a_gpu_convolution_tries_each_precision_before_any_tiling(
     assert refine != configs[1]
     first = read_config(model.code({}, tried[:1], tried[0]))  # the default verified at once
     space = spaces[conv]["DOT"]
-    faster = space[: space.index(dots[0])]  # untried, so tried next (tf32rn after tf32x3)
+    faster = space[: space.index(dots[0])]  # untried, so tried next (tf32rna after tf32x3)
     assert first[conv]["DOT"] == (faster[0] if faster else dots[0])
     assert (_tiles(first) == _tiles(default)) == bool(faster)  # else a tiling change
-
-
-FASTEST = ["tf32rn", "tf32x3", "ieee"]
 
 
 def _tiles(config: dict) -> dict:
@@ -181,10 +184,21 @@ def _tiles(config: dict) -> dict:
     }
 
 
-def test_tf32rn_rounds_to_nearest_with_ties_to_even():
-    """The rounding the tf32rn products apply to their operands, run by the Triton
-    interpreter in a subprocess: to the nearest value with a 10-bit mantissa, ties to the even
-    one, as cuDNN and cuBLAS round (ties away missed cuDNN's 1x1 convolution on the GPU)."""
+ULP = 2.0**-10  # of TF32's 10-bit mantissa, at 1.0
+
+
+@pytest.mark.parametrize(
+    ("dot", "ties"),
+    [
+        ("tf32rn", [1.0, 1 + 2 * ULP, -1.0]),  # to even
+        ("tf32rna", [1 + ULP, 1 + 3 * ULP, -(1 + ULP)]),  # away from zero
+    ],
+)
+def test_tf32_roundings_round_to_nearest_and_break_ties_their_way(dot, ties):
+    """The roundings the tf32rn/tf32rna products apply to their operands, run by the Triton
+    interpreter in a subprocess: to the nearest value with a 10-bit mantissa, ties to even or
+    away from zero, as cuDNN's kernels do (each matched some of KernelBench's convolutions on
+    the GPU and missed the others)."""
     script = f"""
 import torch, triton, triton.language as tl
 
@@ -192,7 +206,7 @@ import torch, triton, triton.language as tl
 def rn(x_ptr, out_ptr):
     offs = tl.arange(0, 8)
     x = tl.load(x_ptr + offs)
-    tl.store(out_ptr + offs, {ROUND_TF32.format(x="x")})
+    tl.store(out_ptr + offs, {ROUNDINGS[dot].format(x="x")})
 
 ulp = 2.0 ** -10
 x = torch.tensor([1 + 0.49 * ulp, 1 + 0.5 * ulp, 1 + 0.51 * ulp, -(1 + 0.5 * ulp),
@@ -204,36 +218,38 @@ print(out.tolist())
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           env={**os.environ, "TRITON_INTERPRET": "1"}, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    ulp = 2.0**-10
     rounded = ast.literal_eval(done.stdout.strip().splitlines()[-1])
-    assert rounded[:6] == [1.0, 1.0, 1 + ulp, -1.0, 1 + 2 * ulp, 1 + 2 * ulp]
-    assert rounded[7] == -7.25 and abs(rounded[6] - 1e-30) <= 1e-30 * ulp
+    assert rounded[0] == 1.0 and rounded[2] == 1 + ULP and rounded[4] == 1 + 2 * ULP  # nearest
+    assert [rounded[1], rounded[5], rounded[3]] == ties  # 1 + ULP/2, 1 + 5 ULP/2, -(1 + ULP/2)
+    assert rounded[7] == -7.25 and abs(rounded[6] - 1e-30) <= 1e-30 * ULP
 
 
 @pytest.mark.parametrize(
-    ("out_channels", "channels_last"),
-    [(16, False), (32, True)],  # 32 x 9 uses of each input element pay for a channels-last copy
+    ("out_channels", "channels_last", "dot", "ties"),
+    [  # 32 x 9 uses of each input element pay for a channels-last copy
+        (16, False, "tf32rna", "bits + 0x1000"),
+        (32, True, "tf32rn", "bits + 0xFFF + ((bits >> 13) & 1)"),
+    ],
 )
-def test_a_tf32rn_convolution_takes_its_operands_rounded_once_and_computes_the_rounded_product(
-    tmp_path, tensor_cores, out_channels, channels_last
+def test_a_tf32_rounded_convolution_takes_its_operands_rounded_once_and_computes_their_product(
+    tmp_path, tensor_cores, out_channels, channels_last, dot, ties
 ):
-    """As a GPU run writes it (tf32rn first), on the Triton interpreter: the weights are rounded
-    by a kernel launched once, the input too where the launch copies it channels-last (else in
-    the K loop); the harness passes it under strict at TF32's tolerance (a rounding done with
+    """As a GPU run writes it (tf32rna first, tf32rn next), on the Triton interpreter: the
+    weights are rounded by a kernel launched once, the input too where the launch copies it
+    channels-last (else in the K loop); the harness passes it under strict at TF32's tolerance (a rounding done with
     torch ops was rejected there), and, run in a subprocess, the result is the convolution of
     both operands rounded to TF32, not the fp32 one."""
     task = task_file(tmp_path, "self.c(x)", "torch.randn(2, 24, 7, 6)",
                      params=f"self.c = nn.Conv2d(24, {out_channels}, 3, padding=1, bias=False)")  # fmt: skip
     generator = builtin_generator(task, "triton", tmp_path, device="cuda")
-    config = {
-        name: {**c, "BLOCK_M": 32, "BLOCK_K": 16} for name, c in generator.default_config().items()
-    }
-    assert next(iter(config.values()))["DOT"] == "tf32rn"
+    default = generator.default_config()
+    assert next(iter(default.values()))["DOT"] == "tf32rna"  # a forward convolution
+    config = {name: {**c, "BLOCK_M": 32, "BLOCK_K": 16, "DOT": dot} for name, c in default.items()}
     kernel = tmp_path / "kernel.py"
     kernel.write_text(generator.code(config))
     source = kernel.read_text()
-    assert source.count("_round_tf32[") == 1
-    assert source.count("_channels_last_tf32[") == int(channels_last)
+    assert source.count(f"_round_{dot}[") == 1
+    assert source.count(f"_channels_last_{dot}[") == int(channels_last)
     assert ("a = ((a.to(tl.uint32" in source) is not channels_last  # A rounded in the loop
     assert "b = ((b.to(tl.uint32" not in source
     tf32_judge = EvalConfig(dsl="triton", device="cpu", seeds=1, profile=False, precision="tf32")
@@ -254,7 +270,7 @@ model = kernel.ModelNew(*task.get_init_inputs())
 x = task.get_inputs()[0]
 def tf32(t):
     bits = t.view(torch.int32)
-    return ((bits + 0xFFF + ((bits >> 13) & 1)) & -8192).view(torch.float32)
+    return (({ties}) & -8192).view(torch.float32)
 with torch.no_grad():
     got = model(x).double()
     w = model.c.weight
@@ -274,7 +290,7 @@ print((got - rounded).abs().max().item(), (got - exact).abs().max().item())
     [
         ("nn.Conv2d(3, 8, 5)", "tf32x3", 16),  # K = 75
         ("nn.Conv2d(3, 8, 3)", "tf32x3", 32),  # K = 27: one step
-        ("nn.Conv2d(3, 8, 5, stride=2)", "tf32rn", 32),
+        ("nn.Conv2d(3, 8, 5, stride=2)", "tf32rna", 32),
     ],
 )
 def test_a_narrow_convolution_takes_shallower_blocks_for_three_products(

@@ -153,13 +153,13 @@ def first_gpu_candidate(source: str, tmp_path: Path) -> tuple[Path, Path]:
     return task, kernel
 
 
-def test_tf32rn_convolution_matches_cudnn_tf32_and_only_it(tmp_path):
-    """The builtin's first GPU conv at fp32 (tf32rn) matches cuDNN with PyTorch's default flags,
-    TF32 on, and fails against the TF32-off reference of `--precision ieee`: the verifier tells
-    the two apart. cuDNN's own TF32 algorithm may sum differently: a seed may leave a handful of
-    elements (2 of 4194304 on an H100) just past 1e-4, which the run's retry (tf32x3) absorbs."""
+def test_tf32_rounded_convolution_matches_cudnn_tf32_and_only_it(tmp_path):
+    """The builtin's first GPU conv at fp32 (tf32rna for a forward 3x3 one) matches cuDNN with
+    PyTorch's default flags, TF32 on, and fails against the TF32-off reference of `--precision
+    ieee`: the verifier tells the two apart. cuDNN's own TF32 algorithm may sum differently: a
+    seed may leave a handful of elements just past 1e-4, which the run's retries absorb."""
     task, kernel = first_gpu_candidate(CONV_TASK, tmp_path)
-    assert '"DOT": "tf32rn"' in kernel.read_text().splitlines()[0]
+    assert '"DOT": "tf32rna"' in kernel.read_text().splitlines()[0]
     verdicts = {
         precision: evaluate(
             task,

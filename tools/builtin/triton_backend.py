@@ -45,10 +45,9 @@ STRIDED_TILE = 16384  # elements of a strided persistent tile (BLOCK_K x BLOCK_R
 # several times the FMA rate), then IEEE FMAs. torch's fp32 matmuls are IEEE at both precisions.
 GEMM_DOTS = ("tf32x3", "ieee")
 # Convolutions at fp32 are judged against cuDNN with PyTorch's default flags, TF32 on: one TF32
-# product with operands rounded to nearest as cuDNN rounds them ("tf32rn") reproduces that
-# reference; tf32x3 and IEEE serve the convolutions cuDNN runs without TF32, and `ieee` runs.
-CONV_DOTS = {"fp32": ("tf32rn", "tf32x3", "ieee"), "ieee": GEMM_DOTS}
-CUDNN_FP32_DOTS = ("tf32x3", "tf32rn", "ieee")  # at fp32, where cuDNN likely skips TF32
+# product with operands rounded to nearest as cuDNN's kernel rounds them (ties to even,
+# "tf32rn", or away, "tf32rna": triton_conv.cudnn_roundings) reproduces that reference; tf32x3
+# and IEEE (GEMM_DOTS) serve the convolutions cuDNN runs without TF32, and `ieee` runs.
 
 
 def _strided_persistent(kernel: FusedKernel) -> bool:
@@ -153,11 +152,12 @@ class TritonBackend:
         first, or with `fastest`, fastest first (the order the search ranks them in)."""
         if not self.fp32:
             return ()
-        if not self.gpu:
+        if not self.gpu or self.precision == "ieee":
             return GEMM_DOTS  # cuDNN's flags: GPU only
-        if self.precision == "fp32" and triton_conv.cudnn_skips_tf32(kernel) and not fastest:
-            return CUDNN_FP32_DOTS
-        return CONV_DOTS[self.precision]
+        roundings = triton_conv.cudnn_roundings(kernel)
+        if triton_conv.cudnn_skips_tf32(kernel) and not fastest:
+            return (GEMM_DOTS[0], *roundings, GEMM_DOTS[1])
+        return (*roundings, *GEMM_DOTS)
 
     def _gemm_dots(self) -> tuple[str, ...]:
         return GEMM_DOTS if self.fp32 else ()

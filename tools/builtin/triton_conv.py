@@ -17,7 +17,7 @@ from typing import Any
 from kernelgraph.tools.builtin.conv import ConvKernel
 from kernelgraph.tools.builtin.kernels import next_pow2
 from kernelgraph.tools.builtin.printer import Printer
-from kernelgraph.tools.builtin.tf32_copies import ROUND_TF32, channels_last_copy, rounded_copy
+from kernelgraph.tools.builtin.tf32_copies import ROUNDINGS, channels_last_copy, rounded_copy
 from kernelgraph.tools.builtin.triton_emit import TritonSyntax, _indent, _signature
 
 UNROLL = 16  # kernel windows up to this long are unrolled (tl.static_range)
@@ -63,7 +63,7 @@ def conv_source(
     else:
         gemm = _channel_gemm if kernel.channel_loop else _flat_gemm
         ahead = ("b", "a") if kernel.x_channels_last else ("b",)
-        dot = _dot(input_precision, ahead if _rounds_operands(config) else ())
+        dot = _dot(input_precision, ahead if _rounding(config) else ())
         body = _tile(kernel) + gemm(kernel, dot) + _tile_output(kernel)
     printer = Printer(TritonSyntax(gpu), prefix="e")
     for store in kernel.stores:
@@ -124,26 +124,25 @@ def _tile_output(kernel: ConvKernel) -> list[str]:
     ]
 
 
-def _rounds_operands(config: dict[str, Any]) -> bool:
-    """tf32rn: the launch rounds the weights (and the input it copies channels-last) once,
-    not every program every K step; with B straight from memory the loop ran 1.1-1.3x faster
-    (H200, level-1 convs)."""
-    return config.get("DOT") == "tf32rn"
+def _rounding(config: dict[str, Any]) -> str | None:
+    """The DOT value (tf32rn, tf32rna) whose rounding the launch applies to the weights (and the
+    input it copies channels-last) once, not every program every K step; with B straight from
+    memory the loop ran 1.1-1.3x faster (H200, level-1 convs). None: DOT rounds nothing."""
+    dot = config.get("DOT")
+    return dot if dot in ROUNDINGS else None
 
 
 def _dot(input_precision: str | None, rounded: tuple[str, ...]) -> list[str]:
-    """`rounded`: the operands (a, b) the launch rounded to TF32 ahead under tf32rn."""
+    """`rounded`: the operands (a, b) the launch rounded to TF32 ahead under tf32rn/tf32rna."""
     if input_precision != "DOT":
         precision = f", input_precision={input_precision}" if input_precision else ""
         return [f"acc = tl.dot(a, b, acc{precision})"]
-    rounding = [f"    {x} = {ROUND_TF32.format(x=x)}" for x in ("a", "b") if x not in rounded]
-    return [
-        'if DOT == "tf32rn":  # cuDNN\'s TF32: operands rounded to nearest, one TF32 product',
-        *rounding,
-        '    acc = tl.dot(a, b, acc, input_precision="tf32")',
-        "else:",
-        "    acc = tl.dot(a, b, acc, input_precision=DOT)",
-    ]
+    lines = []
+    for dot, rounding in ROUNDINGS.items():  # cuDNN's TF32: operands rounded, one TF32 product
+        lines.append(f'{"elif" if lines else "if"} DOT == "{dot}":')
+        lines += [f"    {x} = {rounding.format(x=x)}" for x in ("a", "b") if x not in rounded]
+        lines.append('    acc = tl.dot(a, b, acc, input_precision="tf32")')
+    return [*lines, "else:", "    acc = tl.dot(a, b, acc, input_precision=DOT)"]
 
 
 def _flat_gemm(kernel: ConvKernel, dot: list[str]) -> list[str]:
@@ -285,6 +284,19 @@ def _direct(kernel: ConvKernel) -> list[str]:
     return lines + inner
 
 
+def cudnn_roundings(kernel: ConvKernel) -> tuple[str, str]:
+    """The two TF32 roundings (DOT values), the one cuDNN likely applies first.
+
+    On the H200, the first convolution of 98 KernelBench problems matched operands rounded ties
+    away from zero for forward convolutions with a kernel wider than 1x1 (20 of the 22 that ran
+    in TF32; two 3x3 ones with 64 output channels rounded ties to even), ties to even for
+    transposed ones (42 of 44) and the 1x1 one (cuBLAS's GEMM) (benchmarks/RESULTS.md). The
+    other rounding is the next candidate's."""
+    if kernel.transposed or kernel.kernel_numel == 1:
+        return ("tf32rn", "tf32rna")
+    return ("tf32rna", "tf32rn")
+
+
 def cudnn_skips_tf32(kernel: ConvKernel) -> bool:
     """Whether cuDNN, under PyTorch's default flags, likely runs this convolution without TF32.
 
@@ -328,15 +340,15 @@ def tunables(kernel: ConvKernel, gpu: bool, dots: tuple[str, ...]) -> dict[str, 
 
 
 def launch(kernel: ConvKernel, args: list[str], config: dict[str, Any]) -> list[str]:
-    lines, args, rounded = [], list(args), _rounds_operands(config)
+    lines, args, rounding = [], list(args), _rounding(config)
     if kernel.x_channels_last:
         slot, copy = kernel.inputs.index(kernel.x), f"{kernel.name}_x_channels_last"
         channels, positions = kernel.groups * kernel.cin_g, math.prod(kernel.in_sizes)
-        lines += channels_last_copy(args[slot], copy, kernel.batch, channels, positions, rounded)
+        lines += channels_last_copy(args[slot], copy, kernel.batch, channels, positions, rounding)
         args[slot] = copy
-    if rounded:
+    if rounding:
         slot, copy = kernel.inputs.index(kernel.w), f"{kernel.name}_w_tf32"
-        lines += rounded_copy(args[slot], copy)
+        lines += rounded_copy(args[slot], copy, rounding)
         args[slot] = copy
     if kernel.depthwise:
         grid = f"(triton.cdiv({kernel.numel}, {config['BLOCK']}),)"
