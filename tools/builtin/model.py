@@ -217,7 +217,7 @@ def _changed(config: Config, base: Config) -> tuple[str, str] | None:
 
 def _distance(value: Any, current: Any, values: list[Any]) -> float:
     """How far a value is from the current one: by ratio for numbers (64 is as near to 128 as
-    256 is), by place in the list for names (DOT: tf32rn, tf32x3, ieee, in that order)."""
+    256 is), by place in the list for names (DOT: tf32rna, tf32rn, tf32x3, ieee, in order)."""
     try:
         return abs(math.log(float(value) / float(current)))
     except (TypeError, ValueError, ZeroDivisionError):
