@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 from typing import Any
 
 import torch
@@ -38,6 +39,7 @@ def render(
     lines = [
         CONFIG_MARK + json.dumps(config, sort_keys=True),
         f'"""{summary} (written by the kernelgraph builtin model)."""',
+        *(line for note in program.notes for line in _comment(f"Note: {note}.")),
         "",
         backend.prelude.rstrip(),
     ]
@@ -58,6 +60,10 @@ def render(
         lines += [_spaced(copied)]
     lines += ["", "", *model]
     return "\n".join(lines) + "\n"
+
+
+def _comment(text: str) -> list[str]:
+    return ["# " + line for line in textwrap.wrap(text, 96)]
 
 
 def _spaced(statements: list[str]) -> str:

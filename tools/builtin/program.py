@@ -71,6 +71,7 @@ class Program:
     params: list[dict[str, Any]]
     n_inputs: int
     hybrid_ops: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the kernel file's reader should know
 
     @property
     def kernels(self) -> list[FusedKernel | GemmKernel]:
@@ -110,24 +111,32 @@ class ProgramBuilder:
         return (label, slot), views[::-1]
 
     def _readers(self) -> dict[tuple[str, int], set[int]]:
-        readers: dict[tuple[str, int], set[int]] = {}
-        for i, op in enumerate(self.ops):
-            if op.get("kind") in NO_COMPUTE:
-                continue
-            for ref in tensor_refs(op):
-                key, _ = self.chain(ref)
-                readers.setdefault(key, set()).add(i)
+        """Who reads each value, counting only ops whose results reach an output (a dropout
+        mask the builtin no longer multiplies in, and what made it, read nothing)."""
+        reads = {
+            i: {self.chain(ref)[0] for ref in tensor_refs(op)}
+            for i, op in enumerate(self.ops)
+            if op.get("kind") not in NO_COMPUTE
+        }
         self.model_outputs = {
             self.chain(o["ref"])[0] for o in self.analysis.get("outputs") or [] if "ref" in o
         } | set(self.updates.write_backs)  # written back into module state: needed like outputs
+        needed = {label for label, _ in self.model_outputs}
+        readers: dict[tuple[str, int], set[int]] = {}
+        for i in sorted(reads, reverse=True):
+            op = self.ops[i]
+            if f"op:{i}" in needed or op["op"].endswith("_") or op.get("state"):
+                needed |= {label for label, _ in reads[i]}
+                for key in reads[i]:
+                    readers.setdefault(key, set()).add(i)
         return readers
 
     def needed_outside(self, key: tuple[str, int], members: set[int]) -> bool:
         return key in self.model_outputs or bool(self.readers.get(key, set()) - members)
 
     def _dead(self, index: int) -> bool:
-        """Traced, but nothing reads its results, the forward's outputs included (the math
-        attention's cast of its weights to fp16, dropped): no kernel is written for it. An
+        """Traced, but no op on the way to an output reads its results (the math attention's
+        cast of its weights to fp16, dropped): no kernel is written for it. An
         in-place op left in place is never dead: its effect is on the data it was given."""
         if self.ops[index]["op"].endswith("_"):
             return False
@@ -224,6 +233,9 @@ class ProgramBuilder:
         members = [i for i in stage["ops"] if self.ops[i].get("kind") not in NO_COMPUTE]
         members = [i for i in members if not self.ops[i].get("state") and not self._dead(i)]
         members = [i for i in members if i not in self.fused]
+        live_kind = self._live_kind(stage, members)
+        revived = live_kind != stage["kind"]  # its own op is dead: it may join the last kernel
+        stage = {**stage, "kind": live_kind}
         if stage.get("composite") == "scaled_dot_product_attention":
             self.fused |= fuse_attention(self, members)
             members = [i for i in members if i not in self.fused]
@@ -248,15 +260,23 @@ class ProgramBuilder:
             self._library(i)
         if pending and fuse_scan(self, pending):
             return
-        if pending and stage["kind"] == POINTWISE and self._fuse_into_rows(pending):
+        if pending and stage["kind"] == POINTWISE and self._fuse_into(self.last_rows, pending):
+            return
+        if pending and revived and self._fuse_into(self.last_group, pending):
             return
         if pending:
             self._group(pending, stage["kind"])
 
-    def _fuse_into_rows(self, members: list[int]) -> bool:
+    def _live_kind(self, stage: dict[str, Any], members: list[int]) -> str:
+        """A stage whose own kind of op is dead (a dropout rewritten to `x * 1.0`) and whose
+        live ops are all pointwise is pointwise, so it fuses with the row kernel before it."""
+        kinds = {self.ops[i].get("kind") for i in members}
+        return POINTWISE if kinds == {POINTWISE} else stage["kind"]
+
+    def _fuse_into(self, last: tuple[list[int], str, Step] | None, members: list[int]) -> bool:
         """A pointwise stage right after a row kernel (x / x.norm(dim=1, keepdim=True), an RMS
-        norm written out): one kernel for both when it fits, so the rows are read once."""
-        last = self.last_rows
+        norm written out), or after any kernel when the stage's own op is dead (a dropout):
+        one kernel for both when it fits, so the data is read once."""
         if last is None or last[2] is not self.steps[-1] or not self._reads(members, last[0]):
             return False
         combined = [*last[0], *members]
@@ -381,7 +401,7 @@ class ProgramBuilder:
             )
         params = list(self.analysis.get("parameters") or [])
         return Program(self.steps, outputs, params, len(self.analysis.get("inputs") or []),
-                       self.hybrid_ops)  # fmt: skip
+                       self.hybrid_ops, self.updates.notes)  # fmt: skip
 
 
 def build_program(

@@ -30,7 +30,7 @@ def shift_program(program: Program, loops_rows: Callable[[FusedKernel], bool]) -
         if isinstance(kernel, FusedKernel) and loops_rows(kernel):
             step = replace(step, kernel=shift_variances(kernel))
         steps.append(step)
-    return Program(steps, program.outputs, program.params, program.n_inputs, program.hybrid_ops)
+    return replace(program, steps=steps)
 
 
 def variance_pairs(kernel: FusedKernel) -> dict[int, tuple[int, Expr]]:

@@ -9,6 +9,7 @@ flat pointwise kernel for the epilogue. Which kernels to split is the backend's 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from kernelgraph.tools.builtin.expr import INDEX_OPS, Expr, Load, const, substitute, var, walk
 from kernelgraph.tools.builtin.hoisting import row_constant
@@ -45,7 +46,7 @@ def split_program(program: Program, split_k: Callable[[GemmKernel], int],
             steps += _split_gemm(step, kernel, parts)
         else:
             steps.append(step)
-    return Program(steps, program.outputs, program.params, program.n_inputs, program.hybrid_ops)
+    return replace(program, steps=steps)
 
 
 def _row_of(kernel: FusedKernel) -> Expr:

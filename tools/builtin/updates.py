@@ -12,6 +12,7 @@ nothing). `prepare_ops` rewrites the traced op list before the program groups it
   of one without running statistics (instance norm) it becomes one row op, `batch_norm_rows`;
 - a mean or summed NLL loss (cross-entropy's second half) becomes each row's loss, fused with
   the log-softmax before it, and their total (`losses.split_nll_loss`);
+- dropout in training mode becomes the identity (tools/builtin/random_ops.py);
 - an in-place update of module state becomes its out-of-place op;
 - so does an in-place op on a tensor forward made (`nn.ReLU(inplace=True)`, `y.add_(1)`), when
   nothing reads that tensor's old value afterwards (through a view taken before, or as an
@@ -27,6 +28,7 @@ from typing import Any
 from kernelgraph.tools.analysis.stages import resolve
 from kernelgraph.tools.builtin.errors import Unsupported
 from kernelgraph.tools.builtin.losses import split_nll_loss
+from kernelgraph.tools.builtin.random_ops import dropout_as_identity
 from kernelgraph.tools.builtin.scans import exclusive_scan
 
 # Batch norm's ops: (index of `training`, of `momentum`, of `eps`, running stats kept).
@@ -43,6 +45,7 @@ class Prepared:
     write_backs: dict[tuple[str, int], str] = field(default_factory=dict)  # value -> state label
     state_ops: list[int] = field(default_factory=list)  # updates, in trace order
     updated_at: dict[str, int] = field(default_factory=dict)  # state label -> first update
+    notes: list[str] = field(default_factory=list)  # for the kernel file's reader
 
 
 def prepare_ops(ops: list[dict[str, Any]], outputs: list[dict[str, Any]] = ()) -> Prepared:
@@ -66,6 +69,7 @@ def prepare_ops(ops: list[dict[str, Any]], outputs: list[dict[str, Any]] = ()) -
             split_nll_loss(prepared.ops, i)
         if op["op"] == "aten.cat":
             exclusive_scan(prepared.ops, i, outputs)
+    prepared.notes += dropout_as_identity(prepared.ops)
     last: dict[str, int] = {}
     for i, op in enumerate(prepared.ops):
         if op.get("state"):
