@@ -38,6 +38,10 @@ CONVS = {
     "2d_transposed_dilated": (
         "torch.tanh(self.t(x))", "torch.randn(1, 3, 5, 4)",
         "self.t = nn.ConvTranspose2d(3, 4, (3, 2), stride=(2, 3), padding=(2, 1), dilation=(2, 1))"),
+    "3d_transposed_strided_few_channels": (  # the flat K loop over each stride phase's taps
+        "self.t(x) * 2", "torch.randn(2, 3, 3, 4, 5)",
+        "self.t = nn.ConvTranspose3d(3, 4, (3, 2, 3), stride=(2, 2, 1), padding=(1, 0, 1), "
+        "output_padding=(1, 1, 0))"),
     "3d_transposed_depthwise": (
         "self.t(x)", "torch.randn(1, 2, 3, 4, 3)",
         "self.t = nn.ConvTranspose3d(2, 2, 2, stride=2, groups=2)"),

@@ -14,7 +14,10 @@ With enough input channels per group (CHANNEL_LOOP_MIN) the K loop runs over ker
 then blocks of input channels: the input position of each row and its padding test are then
 computed once per kernel position, not per K element, and a transposed convolution's rows are
 grouped by stride phase (output positions congruent modulo the stride), so that each phase
-visits only the kernel positions that reach it (1 in stride**dims otherwise).
+visits only the kernel positions that reach it (1 in stride**dims otherwise). With fewer input
+channels the flat K loop (channel, kernel position) does the same where dilation is 1: a phase's
+K holds only its taps, every stride-th kernel position (level2/89's 3-channel 3x3x3 stride-2
+transposed convolution: K = 24, not 81 columns of which 7 in 8 were masked).
 """
 
 from __future__ import annotations
@@ -93,8 +96,22 @@ class ConvKernel:
 
     @property
     def phases(self) -> int:
-        """Stride phases a transposed convolution's rows are grouped by (1: none)."""
-        return math.prod(self.stride) if self.transposed and self.channel_loop else 1
+        """Stride phases a transposed convolution's rows are grouped by (1: none). The flat K
+        loop takes them where dilation is 1, so a phase's taps are every stride-th position."""
+        phased = self.channel_loop or all(d == 1 for d in self.dilation)
+        return math.prod(self.stride) if self.transposed and phased and not self.depthwise else 1
+
+    @property
+    def taps(self) -> list[int]:
+        """Kernel positions along each dim that reach one phase's outputs (at most)."""
+        if self.phases == 1 or self.channel_loop:
+            return list(self.kernel)
+        return [-(-k // s) for k, s in zip(self.kernel, self.stride, strict=True)]
+
+    @property
+    def flat_k(self) -> int:
+        """The flat K loop's length: input channels x the taps of a phase."""
+        return self.cin_g * math.prod(self.taps)
 
     @property
     def phase_sizes(self) -> list[int]:

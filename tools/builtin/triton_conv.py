@@ -146,24 +146,33 @@ def _dot(input_precision: str | None, rounded: tuple[str, ...]) -> list[str]:
 
 
 def _flat_gemm(kernel: ConvKernel, dot: list[str]) -> list[str]:
-    """K = (input channel, kernel position) flattened: few input channels per group."""
+    """K = (input channel, kernel position) flattened: few input channels per group. A stride
+    phase's K holds only its taps (`_phase_taps`)."""
     dims = len(kernel.kernel)
     xs = kernel.x_strides
+    taps = kernel.taps
     lines = [
         f"x_base = nb * {xs[0]} + g * {kernel.cin_g * xs[1]}",
         "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
-        f"for kk in range(0, tl.cdiv({kernel.k}, BLOCK_K)):",
+        f"for kk in range(0, tl.cdiv({kernel.flat_k}, BLOCK_K)):",
     ]
     step = [
         "rk = kk * BLOCK_K + tl.arange(0, BLOCK_K)",
-        f"k_ok = rk < {kernel.k}",
+        f"k_ok = rk < {kernel.flat_k}",
         "# input channel ci and kernel position k0, k1... of each column",
-        f"ci = rk // {kernel.kernel_numel}",
-        f"kpos = rk % {kernel.kernel_numel}",
+        f"ci = rk // {math.prod(taps)}",
+        f"kpos = rk % {math.prod(taps)}",
     ]
-    ks = _split("kpos", kernel.kernel, "k", step)
     a_offset, checks = ["x_base[:, None]", f"ci[None, :] * {xs[1]}"], []
-    for d in range(dims):
+    if kernel.phases > 1:
+        ks = _phase_taps(kernel, _split("kpos", taps, "j", step), step)
+        for d in range(dims):
+            step.append(f"i{d} = q{d}[:, None] + dq{d}[None, :]")
+            checks += [f"(i{d} >= 0)", f"(i{d} < {kernel.in_sizes[d]})"]
+            a_offset.append(f"i{d} * {xs[2 + d]}")
+    else:
+        ks = _split("kpos", kernel.kernel, "k", step)
+    for d in range(dims if kernel.phases == 1 else 0):
         checks += _input_position(kernel, d, f"o{d}[:, None]", f"{ks[d]}[None, :]", step)
         a_offset.append(f"i{d} * {xs[2 + d]}")
     b_offset = [f"g * {kernel.w_group}", f"rn[None, :] * {kernel.w_co}",
@@ -177,6 +186,19 @@ def _flat_gemm(kernel: ConvKernel, dot: list[str]) -> list[str]:
         *dot,
     ]
     return lines + _indent(step)
+
+
+def _phase_taps(kernel: ConvKernel, js: list[str], lines: list[str]) -> list[str]:
+    """Kernel position k{d} of tap j{d} for phase r{d} (dilation 1): the first position that
+    reaches the phase is (r + padding) % stride, then every stride-th. Columns past the kernel
+    are masked in k_ok; dq{d} is the input offset from q{d}, (r + padding - k) / stride, exact."""
+    for d, j in enumerate(js):
+        s, p = kernel.stride[d], kernel.padding[d]
+        lines.append(f"k{d} = (r{d} + {p}) % {s} + {j} * {s}")
+        lines.append(f"dq{d} = (r{d} + {p} - k{d}) // {s}")
+        if kernel.kernel[d] % s:
+            lines.append(f"k_ok = k_ok & (k{d} < {kernel.kernel[d]})")
+    return [f"k{d}" for d in range(len(js))]
 
 
 def _channel_gemm(kernel: ConvKernel, dot: list[str]) -> list[str]:
@@ -314,7 +336,7 @@ def default(kernel: ConvKernel, gpu: bool, dots: tuple[str, ...]) -> dict[str, A
             return {"BLOCK": min(next_pow2(kernel.numel), INTERPRETER_BLOCK), "num_warps": 1}
         return {"BLOCK": 256, "num_warps": 4}
     precision = {"DOT": dots[0]} if dots else {}
-    k = kernel.cin_g if kernel.channel_loop else kernel.k  # the K loop's length
+    k = kernel.cin_g if kernel.channel_loop else kernel.flat_k  # the K loop's length
     if not gpu:  # the interpreter: fewest program instances
         return {"BLOCK_M": min(next_pow2(kernel.phase_m), 64), "BLOCK_N": max(16, min(next_pow2(kernel.cout_g), 64)),
                 "BLOCK_K": max(16, min(next_pow2(k), 64)), "GROUP_M": 8, **precision,
