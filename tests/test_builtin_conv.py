@@ -108,6 +108,27 @@ def test_the_channel_loop_walks_partial_channel_blocks(tmp_path, monkeypatch, pa
     assert verdict.passed, verdict.message
 
 
+@pytest.mark.parametrize(
+    ("params", "k", "phases"),
+    [("self.t = nn.ConvTranspose3d(3, 4, 3, stride=2, padding=1)", 3 * 2 * 2 * 2, 8),
+     ("self.t = nn.ConvTranspose3d(3, 4, 3, stride=(2, 1, 2), padding=1)", 3 * 2 * 3 * 2, 4),
+     ("self.t = nn.ConvTranspose3d(3, 4, 3, stride=2, dilation=2)", 3 * 27, 1)],
+    ids=["stride_2", "stride_1_along_one_dim", "dilated"],
+)  # fmt: skip
+def test_a_few_channel_transposed_convolution_loops_over_its_phase_taps(
+    tmp_path, params, k, phases
+):
+    """Each stride phase's flat K holds only the kernel positions that reach it (level2/89: 24
+    columns, not 81 of which 7 in 8 are masked); with dilation all positions stay, unphased."""
+    task = task_file(tmp_path, "self.t(x)", "torch.randn(1, 3, 3, 4, 3)", params=params)
+    kernel = generate(task, tmp_path)
+    source = kernel.read_text()
+    assert f"for kk in range(0, tl.cdiv({k}, BLOCK_K))" in source
+    assert f", 1, {phases})](" in source
+    verdict = verify(task, kernel, tmp_path)
+    assert verdict.passed, verdict.message
+
+
 def test_a_convolution_then_batch_norm_in_training_mode_verifies_under_strict(tmp_path):
     task = task_file(tmp_path, "F.relu(self.bn(self.c(x)))", "torch.randn(2, 3, 6, 6)",
                      params="self.c = nn.Conv2d(3, 4, 3); self.bn = nn.BatchNorm2d(4)")  # fmt: skip
