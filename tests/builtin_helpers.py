@@ -43,6 +43,38 @@ def task_file(folder: Path, forward: str, inputs: str, init: str = "", params: s
     return path
 
 
+MODULE_TASK = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+{init}
+
+    def forward(self, x):
+{body}
+
+
+def get_inputs():
+    return [{inputs}]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def module_task(folder: Path, body: str, init: str, inputs: str) -> Path:
+    """A task whose forward runs `body` (statements, with a return) after `init` in __init__."""
+    path = folder / "task.py"
+    indent = lambda text: textwrap.indent(text, " " * 8)  # noqa: E731
+    path.write_text(MODULE_TASK.format(init=indent(init), body=indent(body), inputs=inputs))
+    return path
+
+
 def builtin_generator(
     task: Path,
     dsl: str,

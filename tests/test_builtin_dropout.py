@@ -5,37 +5,14 @@ interpreter."""
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
+from builtin_helpers import module_task
 from test_builtin import generate, verify
 
 from kernelgraph.tools.builtin.errors import Unsupported
 from kernelgraph.tools.harness.verdict import TaskError
 
-TEMPLATE = """
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(8, 16)
-        self.drop = nn.Dropout(0.2)
-
-    def forward(self, x):
-{body}
-
-
-def get_inputs():
-    return [torch.randn(6, 8)]
-
-
-def get_init_inputs():
-    return []
-"""
+INIT = "self.fc = nn.Linear(8, 16)\nself.drop = nn.Dropout(0.2)"
 
 # The mask multiplies values that are zero, whatever it is.
 MASK_UNSEEN = {
@@ -48,9 +25,7 @@ MASK_UNSEEN = {
 
 
 def task(tmp_path, body: str):
-    path = tmp_path / "task.py"
-    path.write_text(TEMPLATE.format(body=textwrap.indent(body, " " * 8)))
-    return path
+    return module_task(tmp_path, body, INIT, "torch.randn(6, 8)")
 
 
 @pytest.mark.parametrize("name", list(MASK_UNSEEN))

@@ -5,35 +5,13 @@ interpreter."""
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
+from builtin_helpers import module_task
 from test_builtin import generate, verify
 
 from kernelgraph.tools.builtin.errors import Unsupported
 
-TEMPLATE = """
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(8, 8)
-        self.act = nn.ReLU(inplace=True)
-
-    def forward(self, x):
-{body}
-
-
-def get_inputs():
-    return [torch.randn(6, 8)]
-
-
-def get_init_inputs():
-    return []
-"""
+INIT = "self.fc = nn.Linear(8, 8)\nself.act = nn.ReLU(inplace=True)"
 
 WRITTEN = {
     "chained_updates": "y = x * 2\ny.add_(1)\ntorch.relu_(y)\nreturn y.mul_(3)",
@@ -48,9 +26,7 @@ REFUSED = {
 
 
 def task(tmp_path, body: str):
-    path = tmp_path / "task.py"
-    path.write_text(TEMPLATE.format(body=textwrap.indent(body, " " * 8)))
-    return path
+    return module_task(tmp_path, body, INIT, "torch.randn(6, 8)")
 
 
 @pytest.mark.parametrize("name", list(WRITTEN))
