@@ -121,14 +121,23 @@ class ProgramBuilder:
         self.model_outputs = {
             self.chain(o["ref"])[0] for o in self.analysis.get("outputs") or [] if "ref" in o
         } | set(self.updates.write_backs)  # written back into module state: needed like outputs
-        needed = {label for label, _ in self.model_outputs}
+        # live ops, from the outputs back; a worklist, since an op prepare_ops appended (a split
+        # loss's rows, batch norm's statistics) is read by an op before it in the list
+        side_effects = [
+            i for i in reads if self.ops[i]["op"].endswith("_") or self.ops[i].get("state")
+        ]
+        pending = [label for label, _ in self.model_outputs] + [f"op:{i}" for i in side_effects]
+        live: set[int] = set()
+        while pending:
+            label = pending.pop()
+            index = int(label[3:]) if label.startswith("op:") else -1
+            if index in reads and index not in live:
+                live.add(index)
+                pending += [source for source, _ in reads[index]]
         readers: dict[tuple[str, int], set[int]] = {}
-        for i in sorted(reads, reverse=True):
-            op = self.ops[i]
-            if f"op:{i}" in needed or op["op"].endswith("_") or op.get("state"):
-                needed |= {label for label, _ in reads[i]}
-                for key in reads[i]:
-                    readers.setdefault(key, set()).add(i)
+        for i in live:
+            for key in reads[i]:
+                readers.setdefault(key, set()).add(i)
         return readers
 
     def needed_outside(self, key: tuple[str, int], members: set[int]) -> bool:
