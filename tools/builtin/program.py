@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelgraph.tools.analysis.ops import ALLOC, NO_COMPUTE, POINTWISE, VIEW
+from kernelgraph.tools.analysis.ops import ALLOC, NO_COMPUTE, POINTWISE
 from kernelgraph.tools.builtin import indexed, losses  # noqa: F401  (they register their lowerings)
 from kernelgraph.tools.builtin.attention import (
     AttentionKernel,
@@ -19,6 +19,7 @@ from kernelgraph.tools.builtin.attention import (
     fuse_manual_attention,
 )
 from kernelgraph.tools.builtin.attention_match import manual_chains
+from kernelgraph.tools.builtin.dataflow import DataFlow
 from kernelgraph.tools.builtin.errors import FusionError, Unsupported
 from kernelgraph.tools.builtin.factories import factory_call
 from kernelgraph.tools.builtin.group_types import GroupContext, GroupResult, op_name
@@ -93,55 +94,11 @@ class ProgramBuilder:
         self.bases: dict[str, str] = {}  # view variable -> the tensor it views
         self.last_rows: tuple[list[int], str, Step] | None = None  # the latest row kernel
         self.last_group: tuple[list[int], str, Step] | None = None  # the latest kernel
-        self.readers = self._readers()
+        flow = DataFlow(self.ops, analysis.get("outputs") or [], self.updates.write_backs)
+        self.chain, self.needed_outside = flow.chain, flow.needed_outside
+        self.readers = flow.readers
         self._leaves()
         self.attention_chains = manual_chains(self) if AttentionKernel in kinds else []
-
-    # ------------------------------------------------------------ data flow
-
-    def chain(self, ref: dict) -> tuple[tuple[str, int], list[tuple[int, int]]]:
-        """(producer key, the views from the producer to ref as (op index, output slot): split
-        and unbind make several) for a tensor ref."""
-        label, slot, views = ref["t"], ref.get("o", 0), []
-        while label.startswith("op:") and self.ops[int(label[3:])].get("kind") == VIEW:
-            index = int(label[3:])
-            views.append((index, slot))
-            source = self.ops[index]["argv"][0]
-            label, slot = source["t"], source.get("o", 0)
-        return (label, slot), views[::-1]
-
-    def _readers(self) -> dict[tuple[str, int], set[int]]:
-        """Who reads each value, counting only ops whose results reach an output (a dropout
-        mask the builtin no longer multiplies in, and what made it, read nothing)."""
-        reads = {
-            i: {self.chain(ref)[0] for ref in tensor_refs(op)}
-            for i, op in enumerate(self.ops)
-            if op.get("kind") not in NO_COMPUTE
-        }
-        self.model_outputs = {
-            self.chain(o["ref"])[0] for o in self.analysis.get("outputs") or [] if "ref" in o
-        } | set(self.updates.write_backs)  # written back into module state: needed like outputs
-        # live ops, from the outputs back; a worklist, since an op prepare_ops appended (a split
-        # loss's rows, batch norm's statistics) is read by an op before it in the list
-        side_effects = [
-            i for i in reads if self.ops[i]["op"].endswith("_") or self.ops[i].get("state")
-        ]
-        pending = [label for label, _ in self.model_outputs] + [f"op:{i}" for i in side_effects]
-        live: set[int] = set()
-        while pending:
-            label = pending.pop()
-            index = int(label[3:]) if label.startswith("op:") else -1
-            if index in reads and index not in live:
-                live.add(index)
-                pending += [source for source, _ in reads[index]]
-        readers: dict[tuple[str, int], set[int]] = {}
-        for i in live:
-            for key in reads[i]:
-                readers.setdefault(key, set()).add(i)
-        return readers
-
-    def needed_outside(self, key: tuple[str, int], members: set[int]) -> bool:
-        return key in self.model_outputs or bool(self.readers.get(key, set()) - members)
 
     def _dead(self, index: int) -> bool:
         """Traced, but no op on the way to an output reads its results (the math attention's
