@@ -158,6 +158,12 @@ def test_the_cpp_backend_names_the_convolution_and_the_way_out(tmp_path):
             ["tf32rn", "tf32rna", "tf32x3", "ieee"],
         ),
         ("fp32", "nn.Conv2d(16, 8, 3, groups=2)", ["tf32x3", "tf32rna", "tf32rn", "ieee"]),
+        ("fp32", "nn.Conv2d(16, 8, 3, groups=4)", ["fma", "tf32rna", "tf32rn", "tf32x3", "ieee"]),
+        (  # 324 taps a group: too many for fma
+            "fp32",
+            "nn.Conv2d(16, 8, 9, padding=3, groups=4)",
+            ["tf32x3", "tf32rna", "tf32rn", "ieee"],
+        ),
         (
             "fp32",
             "nn.Conv2d(16, 8, 3, stride=2, padding=3, groups=2)",
@@ -172,7 +178,9 @@ def test_a_gpu_convolution_tries_each_precision_before_any_tiling(
     one TF32 product of operands rounded to nearest as cuDNN's kernels round them: ties away
     for a forward convolution, ties to even for a transposed one, the other rounding next
     (benchmarks/RESULTS.md), except a stride-1 one of at most 8 input channels per group, which
-    cuDNN ran without TF32; `ieee` starts at tf32x3. The space lists them fastest first. Until one verifies, every other DOT comes
+    cuDNN ran without TF32: exact FMA outer products where it has few taps and fewer than 8
+    channels (no channel loop), else tf32x3;
+    `ieee` starts at tf32x3. The space lists them fastest first. Until one verifies, every other DOT comes
     before any tiling change, fastest first; once one verifies, only a faster DOT no config
     tried comes before the tiling changes. GEMMs, judged against IEEE matmuls, start at tf32x3
     either way."""
@@ -313,16 +321,50 @@ print((got - rounded).abs().max().item(), (got - exact).abs().max().item())
 @pytest.mark.parametrize(
     ("module", "dot", "block_k"),
     [
-        ("nn.Conv2d(3, 8, 5)", "tf32x3", 16),  # K = 75
-        ("nn.Conv2d(3, 8, 3)", "tf32x3", 32),  # K = 27: one step
+        ("nn.Conv2d(3, 8, 5)", "fma", 16),  # K = 75
+        ("nn.Conv2d(3, 8, 3)", "fma", 32),  # K = 27: one step
         ("nn.Conv2d(3, 8, 5, stride=2)", "tf32rna", 32),
+        ("nn.Conv2d(3, 8, (9, 10), padding=(4, 5))", "tf32x3", 16),  # 270 taps: no fma
     ],
 )
 def test_a_narrow_convolution_takes_shallower_blocks_for_three_products(
     tmp_path, module, dot, block_k
 ):
     """tf32x3 makes three products per K step: level1/54 (K = 81) ran 1.5x faster at 16-deep
-    blocks, level1/59 (K = 27) 1.7x slower than in one 32-deep step."""
+    blocks, level1/59 (K = 27) 1.7x slower than in one 32-deep step. fma has no K blocks; its
+    depth is tf32x3's, the DOT tried after it."""
     task = task_file(tmp_path, "self.c(x)", "torch.randn(2, 3, 9, 9)", params=f"self.c = {module}")
     (params,) = builtin_generator(task, "triton", tmp_path, device="cuda").default_config().values()
     assert (params["DOT"], params["BLOCK_K"]) == (dot, block_k)
+
+
+FEW_TAPS = {
+    "3d_padded_dilated_strided": (
+        "self.c(x) * 2", "torch.randn(2, 3, 5, 6, 7)",
+        "self.c = nn.Conv3d(3, 5, (3, 2, 3), stride=(1, 2, 1), padding=(1, 0, 2), "
+        "dilation=(1, 2, 2))"),
+    "2d_grouped_no_bias": ("torch.relu(self.c(x))", "torch.randn(2, 4, 7, 6)",
+                           "self.c = nn.Conv2d(4, 6, 3, padding=1, groups=2, bias=False)"),
+    "1d_partial_channel_tile": ("self.c(x) - 1", "torch.randn(2, 2, 30)",
+                                "self.c = nn.Conv1d(2, 40, 5, padding=3, dilation=2)"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(FEW_TAPS))
+def test_a_few_tap_convolution_adds_exact_fma_outer_products(tmp_path, name):
+    """DOT "fma" (a GPU run's first DOT for a narrow stride-1 convolution; any forward geometry
+    is written right), on the Triton interpreter: no tl.dot, the weights
+    copied tap-major once per forward, padding, stride, dilation and groups honoured, the
+    epilogue fused; the harness verifies it at fp32 under strict."""
+    forward, inputs, params = FEW_TAPS[name]
+    task = task_file(tmp_path, forward, inputs, params=params)
+    generator = builtin_generator(task, "triton", tmp_path, device="cuda")
+    config = {kernel: {**c, "BLOCK_M": 32, "DOT": "fma"}
+              for kernel, c in generator.default_config().items()}  # fmt: skip
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(generator.code(config))
+    source = kernel.read_text()
+    assert "tl.dot" not in source and source.count("_w_taps = ") == 1
+    judge = EvalConfig(dsl="triton", device="cpu", seeds=1, profile=False)
+    verdict = evaluate(task, kernel, judge, cache=EvalCache(tmp_path / "cache"), use_cache=False)
+    assert verdict.passed, verdict.message

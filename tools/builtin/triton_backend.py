@@ -13,6 +13,7 @@ from kernelgraph.tools.builtin import (
     tf32_copies,
     triton_attention,
     triton_conv,
+    triton_conv_direct,
     triton_emit,
     triton_gemv,
     triton_pool,
@@ -47,7 +48,8 @@ GEMM_DOTS = ("tf32x3", "ieee")
 # Convolutions at fp32 are judged against cuDNN with PyTorch's default flags, TF32 on: one TF32
 # product with operands rounded to nearest as cuDNN's kernel rounds them (ties to even,
 # "tf32rn", or away, "tf32rna": triton_conv.cudnn_roundings) reproduces that reference; tf32x3
-# and IEEE (GEMM_DOTS) serve the convolutions cuDNN runs without TF32, and `ieee` runs.
+# and IEEE (GEMM_DOTS) serve the convolutions cuDNN runs without TF32, and `ieee` runs; where
+# those have few taps, exact FMA outer products ("fma", triton_conv_direct.fma_taps) come first.
 
 
 def _strided_persistent(kernel: FusedKernel) -> bool:
@@ -155,9 +157,12 @@ class TritonBackend:
         if not self.gpu or self.precision == "ieee":
             return GEMM_DOTS  # cuDNN's flags: GPU only
         roundings = triton_conv.cudnn_roundings(kernel)
-        if triton_conv.cudnn_skips_tf32(kernel) and not fastest:
-            return (GEMM_DOTS[0], *roundings, GEMM_DOTS[1])
-        return (*roundings, *GEMM_DOTS)
+        if not triton_conv.cudnn_skips_tf32(kernel):
+            return (*roundings, *GEMM_DOTS)
+        if triton_conv_direct.fma_applies(kernel):  # exact and fastest where it applies
+            fma = triton_conv_direct.FMA
+            return (*roundings, fma, *GEMM_DOTS) if fastest else (fma, *roundings, *GEMM_DOTS)
+        return (*roundings, *GEMM_DOTS) if fastest else (GEMM_DOTS[0], *roundings, GEMM_DOTS[1])
 
     def _gemm_dots(self) -> tuple[str, ...]:
         return GEMM_DOTS if self.fp32 else ()

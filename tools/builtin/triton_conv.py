@@ -5,8 +5,8 @@ output channels] result. Each K step gathers the A tile from the input (input ch
 position from k, input position from the output position, masked where it falls in the padding
 or, transposed, between strides), loads the B tile from the weights, and accumulates with
 tl.dot. The output is stored in the layout torch gives it ([batch, channels, *positions]), so
-the epilogue's var("idx") is the flat output index. Depthwise convolutions are direct: one
-output per lane, the kernel window unrolled.
+the epilogue's var("idx") is the flat output index. Depthwise and few-tap (DOT "fma")
+convolutions are written without tl.dot (tools/builtin/triton_conv_direct.py).
 """
 
 from __future__ import annotations
@@ -15,51 +15,24 @@ import math
 from typing import Any
 
 from kernelgraph.tools.builtin.conv import ConvKernel
+from kernelgraph.tools.builtin.conv_index import coordinates, input_position
 from kernelgraph.tools.builtin.kernels import next_pow2
 from kernelgraph.tools.builtin.printer import Printer
 from kernelgraph.tools.builtin.tf32_copies import ROUNDINGS, channels_last_copy, rounded_copy
+from kernelgraph.tools.builtin.triton_conv_direct import FMA, direct, fma_taps
 from kernelgraph.tools.builtin.triton_emit import TritonSyntax, _indent, _signature
 
-UNROLL = 16  # kernel windows up to this long are unrolled (tl.static_range)
 INTERPRETER_BLOCK = 1 << 16
 NARROW_CHANNELS = 8  # input channels per group at or below which cuDNN was seen to skip TF32
-
-
-def _split(value: str, sizes: list[int], prefix: str, lines: list[str]) -> list[str]:
-    """Names of `value`'s coordinates over `sizes` (row-major), innermost split first."""
-    names, rest = [f"{prefix}{d}" for d in range(len(sizes))], value
-    for d in reversed(range(len(sizes))):
-        if d == 0:
-            lines.append(f"{names[d]} = {rest}")
-        else:
-            lines.append(f"{names[d]} = {rest} % {sizes[d]}")
-            lines.append(f"{prefix}rest{d} = {rest} // {sizes[d]}")
-            rest = f"{prefix}rest{d}"
-    return names
-
-
-def _input_position(kernel: ConvKernel, d: int, o: str, k: str, lines: list[str]) -> list[str]:
-    """Lines computing i{d} (the input position along spatial dim d) and the tests it needs."""
-    s, p, dil, size = kernel.stride[d], kernel.padding[d], kernel.dilation[d], kernel.in_sizes[d]
-    if not kernel.transposed:
-        lines.append(f"i{d} = {o} * {s} - {p} + {k} * {dil}")
-        last = (kernel.out_sizes[d] - 1) * s - p + (kernel.kernel[d] - 1) * dil
-        return [f"(i{d} >= 0)"] * (p > 0) + [f"(i{d} < {size})"] * (last >= size)
-    lines.append(f"t{d} = {o} + {p} - {k} * {dil}")
-    checks = [f"(t{d} >= 0)"]
-    if s > 1:
-        lines.append(f"i{d} = t{d} // {s}")
-        checks.append(f"(t{d} % {s} == 0)")
-    else:
-        lines.append(f"i{d} = t{d}")
-    return [*checks, f"(i{d} < {size})"]
 
 
 def conv_source(
     kernel: ConvKernel, gpu: bool, input_precision: str | None, config: dict[str, Any]
 ) -> str:
     if kernel.depthwise:
-        body = _direct(kernel)
+        body = direct(kernel)
+    elif config.get("DOT") == FMA:
+        body = _tile(kernel) + fma_taps(kernel) + _tile_output(kernel)
     else:
         gemm = _channel_gemm if kernel.channel_loop else _flat_gemm
         ahead = ("b", "a") if kernel.x_channels_last else ("b",)
@@ -99,12 +72,12 @@ def _tile(kernel: ConvKernel) -> list[str]:
     ]
     if kernel.phases == 1:
         lines.append(f"pos = rm % {kernel.out_numel}")
-        _split("pos", kernel.out_sizes, "o", lines)
+        coordinates("pos", kernel.out_sizes, "o", lines)
         return lines
     # rows of one stride phase r: output position o = q * stride + r along each dim
     lines.append(f"qpos = rm % {math.prod(kernel.phase_sizes)}")
-    _split("qpos", kernel.phase_sizes, "q", lines)
-    _split("tl.program_id(2)", kernel.stride, "r", lines)
+    coordinates("qpos", kernel.phase_sizes, "q", lines)
+    coordinates("tl.program_id(2)", kernel.stride, "r", lines)
     for d, (s, size) in enumerate(zip(kernel.stride, kernel.out_sizes, strict=True)):
         lines.append(f"o{d} = q{d} * {s} + r{d}")
         if size % s:
@@ -165,15 +138,15 @@ def _flat_gemm(kernel: ConvKernel, dot: list[str]) -> list[str]:
     ]
     a_offset, checks = ["x_base[:, None]", f"ci[None, :] * {xs[1]}"], []
     if kernel.phases > 1:
-        ks = _phase_taps(kernel, _split("kpos", taps, "j", step), step)
+        ks = _phase_taps(kernel, coordinates("kpos", taps, "j", step), step)
         for d in range(dims):
             step.append(f"i{d} = q{d}[:, None] + dq{d}[None, :]")
             checks += [f"(i{d} >= 0)", f"(i{d} < {kernel.in_sizes[d]})"]
             a_offset.append(f"i{d} * {xs[2 + d]}")
     else:
-        ks = _split("kpos", kernel.kernel, "k", step)
+        ks = coordinates("kpos", kernel.kernel, "k", step)
     for d in range(dims if kernel.phases == 1 else 0):
-        checks += _input_position(kernel, d, f"o{d}[:, None]", f"{ks[d]}[None, :]", step)
+        checks += input_position(kernel, d, f"o{d}[:, None]", f"{ks[d]}[None, :]", step)
         a_offset.append(f"i{d} * {xs[2 + d]}")
     b_offset = [f"g * {kernel.w_group}", f"rn[None, :] * {kernel.w_co}",
                 f"ci[:, None] * {kernel.w_ci}"]  # fmt: skip
@@ -212,13 +185,13 @@ def _channel_gemm(kernel: ConvKernel, dot: list[str]) -> list[str]:
         "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
     ]
     position: list[str] = []
-    ks = _split("kpos", kernel.kernel, "k", position)
+    ks = coordinates("kpos", kernel.kernel, "k", position)
     checks, row, reach = [], ["x_base"], []
     for d in range(dims):
         if kernel.phases > 1:
             checks += _phase_position(kernel, d, ks[d], position, reach)
         else:
-            checks += _input_position(kernel, d, f"o{d}", ks[d], position)
+            checks += input_position(kernel, d, f"o{d}", ks[d], position)
         row.append(f"i{d} * {xs[2 + d]}")
     w_k = " + ".join(["w_base", *(f"{ks[d]} * {kernel.w_k[d]}" for d in range(dims))])
     position += [
@@ -268,44 +241,6 @@ def _phase_position(
     return [f"(i{d} >= 0)", f"(i{d} < {kernel.in_sizes[d]})"]
 
 
-def _direct(kernel: ConvKernel) -> list[str]:
-    """Depthwise: group = channel, one output element per lane."""
-    dims = len(kernel.kernel)
-    xs = kernel.x_strides
-    start = "tl.program_id(0).to(tl.int64)" if kernel.wide else "tl.program_id(0)"
-    lines = [
-        f"idx = {start} * BLOCK + tl.arange(0, BLOCK)",
-        f"mask = idx < {kernel.numel}",
-        f"pos = idx % {kernel.out_numel}",
-        f"plane = idx // {kernel.out_numel}",
-        f"c = plane % {kernel.groups}",
-        f"nb = plane // {kernel.groups}",
-    ]
-    outs = _split("pos", kernel.out_sizes, "o", lines)
-    lines += [
-        f"x_base = nb * {xs[0]} + c * {xs[1]}",
-        f"w_base = c * {kernel.w_group}",
-        "acc = tl.zeros([BLOCK], tl.float32)",
-    ]
-    inner: list[str] = []
-    checks: list[str] = []
-    for d in range(dims):
-        checks += _input_position(kernel, d, outs[d], f"k{d}", inner)
-    x_offset = " + ".join(["x_base", *(f"i{d} * {xs[2 + d]}" for d in range(dims))])
-    w_offset = " + ".join(["w_base", *(f"k{d} * {kernel.w_k[d]}" for d in range(dims))])
-    inner += [
-        f"ok = {' & '.join(['mask', *checks])}",
-        f"xv = tl.load({kernel.x} + {x_offset}, mask=ok, other=0.0)",
-        f"wv = tl.load({kernel.w} + {w_offset})",
-        "acc += xv.to(tl.float32) * wv.to(tl.float32)",
-    ]
-    for d in reversed(range(dims)):
-        size = kernel.kernel[d]
-        head = f"tl.static_range({size})" if kernel.kernel_numel <= UNROLL else f"range({size})"
-        inner = [f"for k{d} in {head}:", *_indent(inner)]
-    return lines + inner
-
-
 def cudnn_roundings(kernel: ConvKernel) -> tuple[str, str]:
     """The two TF32 roundings (DOT values), the one cuDNN likely applies first.
 
@@ -344,11 +279,14 @@ def default(kernel: ConvKernel, gpu: bool, dots: tuple[str, ...]) -> dict[str, A
     # three products per step: level1/54 (flat K = 81) ran 2.83 ms at 16-deep blocks, 4.35 at
     # 32 (H200); the tf32rn level1/50 was 1.36 at 32, 1.41 at 16; a K that one 32-deep step
     # covers stays one step (level1/59, K = 27: 1.63 ms at 32, 2.84 at 16, H100)
-    three = precision.get("DOT") == "tf32x3" and not kernel.channel_loop
+    # (fma has no K blocks: its depth is for tf32x3, the DOT tried after it)
+    three = precision.get("DOT") in ("tf32x3", FMA) and not kernel.channel_loop
     deep = 16 if three and k > 32 else 32
-    return {"BLOCK_M": 128, "BLOCK_N": max(16, min(next_pow2(kernel.cout_g), 128)),
-            "BLOCK_K": max(16, min(next_pow2(k), deep)), "GROUP_M": 8, **precision, "num_warps": 8,
-            "num_stages": 3}  # fmt: skip
+    # fma: level1/54 ran 1.56 ms at 128 x 32 x 4 warps, 1.81 at 128 x 64 (H200)
+    wide, warps = (32, 4) if precision.get("DOT") == FMA else (128, 8)
+    return {"BLOCK_M": 128, "BLOCK_N": max(16, min(next_pow2(kernel.cout_g), wide)),
+            "BLOCK_K": max(16, min(next_pow2(k), deep)), "GROUP_M": 8, **precision,
+            "num_warps": warps, "num_stages": 3}  # fmt: skip
 
 
 def tunables(kernel: ConvKernel, gpu: bool, dots: tuple[str, ...]) -> dict[str, list[Any]]:
@@ -371,6 +309,11 @@ def launch(kernel: ConvKernel, args: list[str], config: dict[str, Any]) -> list[
     if rounding:
         slot, copy = kernel.inputs.index(kernel.w), f"{kernel.name}_w_tf32"
         lines += rounded_copy(args[slot], copy, rounding)
+        args[slot] = copy
+    if config.get("DOT") == FMA:  # [tap, channel]: a tap's weights contiguous (a layout copy)
+        slot, copy = kernel.inputs.index(kernel.w), f"{kernel.name}_w_taps"
+        channels = kernel.groups * kernel.cout_g
+        lines.append(f"{copy} = {args[slot]}.reshape({channels}, -1).t().contiguous()")
         args[slot] = copy
     if kernel.depthwise:
         grid = f"(triton.cdiv({kernel.numel}, {config['BLOCK']}),)"
