@@ -137,8 +137,10 @@ def test_a_killed_bench_resumes_its_unfinished_run_and_skips_the_finished_ones(
     assert resumed.returncode == 0, resumed.stderr
     data = json_line(resumed)
     assert (data["ran"], data["skipped"]) == (1, 1)
-    assert data["summary"]["overall"]["verified"] == 2
     results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert data["summary"]["overall"]["verified"] == 2, [  # what the unverified one said
+        {k: r.get(k) for k in ("problem", "status", "stop_reason", "message")} for r in results
+    ]
     assert [r["run_id"] for r in results if r["problem"] == "level1/2_ScaleAdd"] == [second_run]
     evaluated = subprocess.run(
         ["sqlite3", str(db), "SELECT cache_key, count(*) FROM evaluations WHERE "

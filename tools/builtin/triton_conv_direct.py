@@ -19,7 +19,9 @@ FMA_TAPS = 256  # taps a group at most for that form: each is unrolled
 def fma_applies(kernel: ConvKernel) -> bool:
     """Whether DOT "fma" can write this convolution: forward, few taps a group, and too few
     input channels for the channel loop, whose channels-last copies (tools/builtin/layouts.py)
-    it cannot use: level2/7 (8 channels) ran 10.4 ms over them, 6.2 as tf32x3 (H200)."""
+    it cannot use: level2/7 (8 channels) ran 10.4 ms over them, 6.2 as tf32x3 (H200). With
+    those copies skipped, 8-channel problems were mixed: level2/8 (16 output channels) 4.60 ->
+    2.50 ms, but level2/7, 67, 82, 87 and 90 1.7-21x slower than the channel loop."""
     few = kernel.cin_g * kernel.kernel_numel <= FMA_TAPS
     return few and not (kernel.transposed or kernel.depthwise or kernel.channel_loop)
 
