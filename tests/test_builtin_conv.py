@@ -322,7 +322,7 @@ print((got - rounded).abs().max().item(), (got - exact).abs().max().item())
     ("module", "dot", "block_k"),
     [
         ("nn.Conv2d(3, 8, 5)", "fma", 16),  # K = 75
-        ("nn.Conv2d(3, 8, 3)", "fma", 32),  # K = 27: one step
+        ("nn.Conv2d(3, 8, 3)", "tf32x3", 32),  # K = 27: one step, no fma
         ("nn.Conv2d(3, 8, 5, stride=2)", "tf32rna", 32),
         ("nn.Conv2d(3, 8, (9, 10), padding=(4, 5))", "tf32x3", 16),  # 270 taps: no fma
     ],

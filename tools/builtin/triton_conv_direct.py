@@ -14,15 +14,18 @@ from kernelgraph.tools.builtin.triton_emit import _indent
 UNROLL = 16  # depthwise kernel windows up to this long are unrolled (tl.static_range)
 FMA = "fma"  # the DOT value that writes the tap-by-tap FMA form (no tl.dot)
 FMA_TAPS = 256  # taps a group at most for that form: each is unrolled
+ONE_STEP_TAPS = 32  # taps that one 32-deep tl.dot step covers: tf32x3 is faster there
 
 
 def fma_applies(kernel: ConvKernel) -> bool:
-    """Whether DOT "fma" can write this convolution: forward, few taps a group, and too few
+    """Whether DOT "fma" writes this convolution: forward, few taps a group but more than one
+    tl.dot step holds (level1/59, 27 taps: 1.51 ms as one tf32x3 step, 1.60 as fma), and too few
     input channels for the channel loop, whose channels-last copies (tools/builtin/layouts.py)
     it cannot use: level2/7 (8 channels) ran 10.4 ms over them, 6.2 as tf32x3 (H200). With
     those copies skipped, 8-channel problems were mixed: level2/8 (16 output channels) 4.60 ->
     2.50 ms, but level2/7, 67, 82, 87 and 90 1.7-21x slower than the channel loop."""
-    few = kernel.cin_g * kernel.kernel_numel <= FMA_TAPS
+    taps = kernel.cin_g * kernel.kernel_numel
+    few = ONE_STEP_TAPS < taps <= FMA_TAPS
     return few and not (kernel.transposed or kernel.depthwise or kernel.channel_loop)
 
 
