@@ -139,7 +139,7 @@ class ConvKernel:
         if self.depthwise:
             return "cdiv(numel, BLOCK)"
         if self.phases > 1:
-            return "(cdiv(M / phases, BLOCK_M) * cdiv(N, BLOCK_N), groups, stride phases)"
+            return "(cdiv(M / phases, BLOCK_M) * cdiv(N, BLOCK_N) * stride phases, groups)"
         return "(cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N), groups)"
 
     def pseudo(self) -> str:

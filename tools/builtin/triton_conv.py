@@ -51,10 +51,13 @@ def conv_source(
 
 
 def _tile(kernel: ConvKernel) -> list[str]:
-    """The program's tile (grouped ordering), and the output position o0, o1... of each row."""
+    """The program's tile (grouped ordering), and the output position o0, o1... of each row.
+    A transposed convolution's stride phases are the fastest grid index: the programs that
+    write one region's interleaved outputs run together, so its cache lines fill in L2."""
     wide = ".to(tl.int64)" if kernel.wide else ""
+    phased = kernel.phases > 1
     lines = [
-        "pid = tl.program_id(0)",
+        f"pid = tl.program_id(0) // {kernel.phases}" if phased else "pid = tl.program_id(0)",
         "g = tl.program_id(1)",
         f"num_m = tl.cdiv({kernel.phase_m}, BLOCK_M)",
         f"num_n = tl.cdiv({kernel.cout_g}, BLOCK_N)",
@@ -77,7 +80,7 @@ def _tile(kernel: ConvKernel) -> list[str]:
     # rows of one stride phase r: output position o = q * stride + r along each dim
     lines.append(f"qpos = rm % {math.prod(kernel.phase_sizes)}")
     coordinates("qpos", kernel.phase_sizes, "q", lines)
-    coordinates("tl.program_id(2)", kernel.stride, "r", lines)
+    coordinates(f"tl.program_id(0) % {kernel.phases}", kernel.stride, "r", lines)
     for d, (s, size) in enumerate(zip(kernel.stride, kernel.out_sizes, strict=True)):
         lines.append(f"o{d} = q{d} * {s} + r{d}")
         if size % s:
@@ -319,6 +322,6 @@ def launch(kernel: ConvKernel, args: list[str], config: dict[str, Any]) -> list[
         grid = f"(triton.cdiv({kernel.numel}, {config['BLOCK']}),)"
     else:
         grid = (f"(triton.cdiv({kernel.phase_m}, {config['BLOCK_M']}) * "
-                f"triton.cdiv({kernel.cout_g}, {config['BLOCK_N']}), {kernel.groups}, {kernel.phases})")  # fmt: skip
+                f"triton.cdiv({kernel.cout_g}, {config['BLOCK_N']}) * {kernel.phases}, {kernel.groups})")  # fmt: skip
     options = ", ".join(f"{k}={v!r}" for k, v in config.items())
     return [*lines, f"{kernel.name}[{grid}]({', '.join(args)}, {options})"]
