@@ -6,7 +6,8 @@ registers that costs, which sets how many programs share an SM. This script comp
 `@triton.jit` kernel of a kernel file (such as the builtin writes) for `--arch`, with the
 constexprs and `num_warps` of its launch in the file, and prints per kernel:
 
-- registers per thread (ptxas), global loads to registers (LDG; cp.async copies to shared
+- registers per thread (ptxas) and bytes spilled, SASS instructions and MUFU (special
+  function: exp, reciprocal...) instructions, which an epilogue's transcendentals add; global loads to registers (LDG; cp.async copies to shared
   memory, LDGSTS, as pipelined GEMM loops make, are not counted), and the longest run of
   loads issued back to back before a value is used;
 - programs per SM by registers and threads, and loads in flight per SM (that run x threads x
@@ -103,7 +104,11 @@ def measure(fn, launch: dict, arch: int) -> dict:
                    PROGRAMS_PER_SM)  # fmt: skip
     loads, run = _load_runs(sass)
     copies = re.findall(r"\bLDGSTS(?:\.\w+)*", sass)
-    return {"registers": registers, "ldg": loads, "ldg_run": run, "programs_per_sm": programs,
+    spilled = sum(int(n) for n in re.findall(r"(\d+) bytes spill stores", done.stderr))
+    return {"registers": registers, "spill_store_bytes": spilled,
+            "instructions": len(re.findall(r"^\s+/\*[0-9a-f]{4}\*/", sass, re.M)),
+            "mufu": len(re.findall(r"\bMUFU\b", sass)),
+            "ldg": loads, "ldg_run": run, "programs_per_sm": programs,
             "loads_in_flight_per_sm": run * threads * programs,
             "async_copies_16B": sum(c.endswith(".128") for c in copies),
             "async_copies_narrow": sum(not c.endswith(".128") for c in copies)}  # fmt: skip

@@ -35,7 +35,8 @@ def verify(task: Path, kernel: Path, tmp_path: Path, policy: str = "strict"):
 
 X3 = "torch.randn(3, 5, 7)"
 POINTWISE = {
-    "activations": "(F.gelu(x), F.gelu(x, approximate='tanh'), F.mish(x), F.softplus(x), "
+    "activations": "(F.gelu(x), F.gelu(x, approximate='tanh'), F.mish(x), F.mish(x * 40), "
+    "F.softplus(x), "
     "F.elu(x), F.selu(x), torch.sigmoid(x), torch.tanh(x), F.silu(x))",
     "clamps": "(F.leaky_relu(x, 0.1), F.hardtanh(x, -0.5, 0.5), F.hardsigmoid(x), "
     "F.hardswish(x), torch.clamp(x, min=-0.2, max=0.3), F.relu6(x * 4), F.softsign(x), F.relu(x))",

@@ -66,7 +66,7 @@ class CppSyntax:
             return "INFINITY" if value > 0 else "(-INFINITY)"
         return f"{value!r}f"
 
-    def load(self, load: Load, offset: str) -> str:
+    def load(self, load: Load, offset: str, mask: str | None = None) -> str:
         return f"{load.tensor}[{offset}]"
 
     def assign(self, name: str, value: str) -> str:

@@ -7,6 +7,7 @@ the statements in dependency order.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -18,7 +19,7 @@ class Syntax(Protocol):
 
     def constant(self, value: float | int | bool) -> str: ...
 
-    def load(self, load: Load, offset: str) -> str: ...
+    def load(self, load: Load, offset: str, mask: str | None = None) -> str: ...
 
     def assign(self, name: str, value: str) -> str: ...
 
@@ -45,6 +46,8 @@ class Printer:
     names: dict[str, str] = field(default_factory=dict)  # var name -> spelling
     prefix: str = "t"
     lines: list[str] = field(default_factory=list)
+    # a kernel's own spelling of a load's offset and mask (tools/builtin/tile_offsets.py)
+    offsets: Callable[[Expr], tuple[str, str] | None] | None = None
     _done: dict[Expr, str] = field(default_factory=dict)
 
     def value(self, e: Expr) -> str:
@@ -58,7 +61,11 @@ class Printer:
         if e.op in INDEX_OPS:  # an element's position used as a value (triu, tril)
             return self.index(e)
         if e.op == "load":
-            text = self.syntax.load(e.attr, self.index(e.attr.offset))
+            spelled = self.offsets(e.attr.offset) if self.offsets else None
+            if spelled is None:
+                text = self.syntax.load(e.attr, self.index(e.attr.offset))
+            else:
+                text = self.syntax.load(e.attr, *spelled)
         else:
             text = self.syntax.primitive(e.op, [self.value(a) for a in e.args])
         name = f"{self.prefix}{len(self._done)}"

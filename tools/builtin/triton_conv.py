@@ -19,6 +19,7 @@ from kernelgraph.tools.builtin.conv_index import coordinates, input_position
 from kernelgraph.tools.builtin.kernels import next_pow2
 from kernelgraph.tools.builtin.printer import Printer
 from kernelgraph.tools.builtin.tf32_copies import ROUNDINGS, channels_last_copy, rounded_copy
+from kernelgraph.tools.builtin.tile_offsets import Digit, TileOffsets
 from kernelgraph.tools.builtin.triton_conv_direct import FMA, direct, fma_taps
 from kernelgraph.tools.builtin.triton_emit import TritonSyntax, _indent, _signature
 
@@ -38,7 +39,8 @@ def conv_source(
         ahead = ("b", "a") if kernel.x_channels_last else ("b",)
         dot = _dot(input_precision, ahead if _rounding(config) else ())
         body = _tile(kernel) + gemm(kernel, dot) + _tile_output(kernel)
-    printer = Printer(TritonSyntax(gpu), prefix="e")
+    offsets = None if kernel.depthwise else _tile_offsets(kernel).spell  # direct: 1-D tiles
+    printer = Printer(TritonSyntax(gpu), prefix="e", offsets=offsets)
     for store in kernel.stores:
         value = printer.value(store.value)
         body += printer.take() + [f"tl.store({store.arg} + idx, {value}, mask=mask)"]
@@ -98,6 +100,16 @@ def _tile_output(kernel: ConvKernel) -> list[str]:
         f"idx = (nb[:, None] * {channels} + co[None, :]) * {kernel.out_numel} + pos[:, None]",
         "mask = m_ok[:, None] & n_ok[None, :]",
     ]
+
+
+def _tile_offsets(kernel: ConvKernel) -> TileOffsets:
+    """idx's digits (_tile_output): batch, output channel, output position."""
+    digits = (
+        Digit("nb[:, None]", kernel.batch, "row"),
+        Digit("co[None, :]", kernel.groups * kernel.cout_g, "col"),
+        Digit("pos[:, None]", kernel.out_numel, "row"),
+    )
+    return TileOffsets(digits, row_mask="m_ok[:, None]", col_mask="n_ok[None, :]")
 
 
 def _rounding(config: dict[str, Any]) -> str | None:
