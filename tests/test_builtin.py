@@ -13,6 +13,8 @@ from builtin_helpers import builtin_generator, task_file
 
 from kernelgraph.tools.analysis import analyze_task
 from kernelgraph.tools.builtin.errors import Unsupported
+from kernelgraph.tools.builtin.expr import call, var, walk
+from kernelgraph.tools.builtin.lowering import POINTWISE as LOWERINGS
 from kernelgraph.tools.harness.cache import EvalCache
 from kernelgraph.tools.harness.config import EvalConfig
 from kernelgraph.tools.harness.evaluate import evaluate
@@ -36,7 +38,7 @@ def verify(task: Path, kernel: Path, tmp_path: Path, policy: str = "strict"):
 X3 = "torch.randn(3, 5, 7)"
 POINTWISE = {
     "activations": "(F.gelu(x), F.gelu(x, approximate='tanh'), F.mish(x), F.mish(x * 40), "
-    "F.softplus(x), "
+    "torch.tanh(F.softplus(x * 40)) * x, F.softplus(x), "
     "F.elu(x), F.selu(x), torch.sigmoid(x), torch.tanh(x), F.silu(x))",
     "clamps": "(F.leaky_relu(x, 0.1), F.hardtanh(x, -0.5, 0.5), F.hardsigmoid(x), "
     "F.hardswish(x), torch.clamp(x, min=-0.2, max=0.3), F.relu6(x * 4), F.softsign(x), F.relu(x))",
@@ -44,6 +46,16 @@ POINTWISE = {
     "torch.log(x.abs() + 1) - 1, torch.where(x > 0.1, x, y), (x >= y).float(), x * y - 2 / (y.abs() + 1))",
     "broadcasts": "(x + self.bias, x * self.channel, 3.0 - x, x.view(3, 35) + 1)",
 }
+
+
+def test_mish_and_mish_written_out_take_one_exp_and_one_division():
+    x = var("x")
+    written_out = LOWERINGS["tanh"]([LOWERINGS["softplus"]([x], {})], {})
+    ops = [e.op for e in set(walk(written_out))]  # distinct subexpressions, as printed
+    assert "tanh" not in ops and "log1p" not in ops
+    assert ops.count("exp") == 1 and ops.count("div") == 1
+    assert LOWERINGS["mish"]([x], {}) == call("mul", x, written_out)
+    assert LOWERINGS["tanh"]([x], {}) == call("tanh", x)  # any other tanh stays one
 
 
 @pytest.mark.parametrize("name", list(POINTWISE))

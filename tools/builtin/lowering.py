@@ -68,7 +68,18 @@ def softplus(x: Expr, beta: float = 1.0, threshold: float = 20.0) -> Expr:
 
 
 def tanh(x: Expr) -> Expr:
+    if x.op == "where" and x == softplus(x.args[1]):  # Mish written out: x * tanh(softplus(x))
+        return tanh_softplus(x.args[1])
     return call("tanh", x)
+
+
+def tanh_softplus(x: Expr) -> Expr:
+    """tanh(log1p(t)) = n / (n + 2) with t = e^x and n = t (t + 2): one exp and one division
+    instead of exp, log1p and tanh (a third of the instructions in a convolution's Mish
+    epilogue). Above x = 20 the ratio rounds to 1 in fp32, as tanh does, so x is clamped there."""
+    t = call("exp", call("min", x, const(20.0)))
+    n = call("mul", t, call("add", t, const(2.0)))
+    return call("div", n, call("add", n, const(2.0)))
 
 
 def power(x: Expr, exponent: Any) -> Expr:
@@ -123,11 +134,14 @@ def _unary(name: str, primitive: str) -> None:
 
 for _name, _prim in {
     "neg": "neg", "exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt", "abs": "abs",
-    "erf": "erf", "tanh": "tanh", "floor": "floor", "ceil": "ceil", "round": "round",
+    "erf": "erf", "floor": "floor", "ceil": "ceil", "round": "round",
     "trunc": "trunc", "sin": "sin", "cos": "cos", "log1p": "log1p", "expm1": "expm1",
     "sigmoid": "sigmoid", "logical_not": "not", "isnan": "isnan",
 }.items():  # fmt: skip
     _unary(_name, _prim)
+
+
+POINTWISE["tanh"] = lambda args, kwargs: tanh(_x(args))
 
 
 def _binary(name: str, primitive: str) -> None:
@@ -218,13 +232,8 @@ def _silu(args, kwargs):
 
 @_register("mish")
 def _mish(args, kwargs):
-    # tanh(log1p(t)) = n / (n + 2) with t = e^x and n = t (t + 2): one exp and one division
-    # instead of exp, log1p and tanh (a third of the instructions in a GEMM's epilogue). Above
-    # x = 20 the ratio rounds to 1 in fp32, as tanh does, so clamping x there keeps t finite.
     x = _x(args)
-    t = call("exp", call("min", x, const(20.0)))
-    n = call("mul", t, call("add", t, const(2.0)))
-    return call("mul", x, call("div", n, call("add", n, const(2.0))))
+    return call("mul", x, tanh_softplus(x))
 
 
 @_register("softplus")
