@@ -195,6 +195,26 @@ def test_a_harness_failure_exits_3_with_one_readable_line(cases, monkeypatch, ca
     assert (configs[0].max_host_gb, configs[0].share_weights) == (2.5, True)
 
 
+def test_the_program_exits_even_when_a_thread_would_hold_it(tmp_path):
+    """A signal that lands while a thread pool starts a worker leaves a thread that waits for
+    work forever, and Python's exit joins it: a stopped run printed its summary and hung. The
+    program (`entry`) exits with its code once its grace is over; in-process `main` does not."""
+    stuck = (
+        "import sys, threading, graph.cli as cli\n"
+        "def main():\n"
+        "    threading.Thread(target=threading.Event().wait).start()  # never ends\n"
+        '    print(\'{"status": "interrupted"}\')\n'
+        "    sys.exit(3)\n"
+        "cli.main, cli.EXIT_GRACE_S = main, 0.2\n"
+        "cli.entry()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", stuck], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 3
+    assert json.loads(proc.stdout) == {"status": "interrupted"}  # flushed before the exit
+
+
 def test_an_internal_error_keeps_its_traceback_in_a_file_without_keys(tmp_path):
     """A bug in kernelgraph itself prints one line naming a file with the traceback (a long GPU
     run should not have to be repeated to see it); API keys in it are masked."""
