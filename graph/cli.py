@@ -171,6 +171,10 @@ def _record(db: Path | None, task: Path, kernel: Path, config: EvalConfig, verdi
     err.print(f"recorded as run {run_id} in {store.path}")
 
 
+INTERRUPTED = (
+    "interrupted. A run whose id was printed above is resumable: kernelgraph resume RUN_ID "
+    "(kernelgraph runs lists them)."
+)
 EXIT_GRACE_S = 10.0  # past this, exit leaves behind threads that would hold it forever
 
 
@@ -230,9 +234,8 @@ def main() -> None:
         _fail(message, "database", 2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        err.print("interrupted")
-        sys.exit(130)
+    except KeyboardInterrupt:  # before a run could record its stop (one that did exits 3)
+        _fail(INTERRUPTED, "interrupted", 130)
     except Exception as exc:  # noqa: BLE001 - one readable line instead of a traceback
         if isinstance(exc, typer.Abort):
             sys.exit(130)

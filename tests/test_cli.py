@@ -195,6 +195,22 @@ def test_a_harness_failure_exits_3_with_one_readable_line(cases, monkeypatch, ca
     assert (configs[0].max_host_gb, configs[0].share_weights) == (2.5, True)
 
 
+def test_an_interrupt_before_a_run_starts_says_how_to_resume(monkeypatch, capsys):
+    import kernelgraph.graph.cli as cli
+
+    def interrupted(**_):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "app", interrupted)
+    monkeypatch.setattr(sys, "argv", ["kernelgraph", "run", "task.py", "--json"])
+    with pytest.raises(SystemExit) as exited:
+        cli.main()
+    assert exited.value.code == 130
+    out, err = capsys.readouterr()
+    assert json.loads(out)["kind"] == "interrupted"  # --json still gets its one line
+    assert "kernelgraph resume RUN_ID" in " ".join(err.split()) and "Traceback" not in err
+
+
 def test_the_program_exits_even_when_a_thread_would_hold_it(tmp_path):
     """A signal that lands while a thread pool starts a worker leaves a thread that waits for
     work forever, and Python's exit joins it: a stopped run printed its summary and hung. The
