@@ -196,6 +196,21 @@ def test_a_narrow_convolution_starts_at_tf32x3_and_matches_cudnn(tmp_path):
     assert verdict.status == "passed", verdict.message
 
 
+AVERAGED_CONV_TASK = NARROW_CONV_TASK.replace(
+    "return self.conv(x)", "return torch.nn.functional.gelu(self.conv(x)).mean(dim=(2, 3))"
+)  # KernelBench level2/67's form: a global average pool over the convolution
+
+
+def test_a_narrow_convolution_averaged_downstream_passes_with_one_tf32_product(tmp_path):
+    """Its exact-fp32 reference is within reach of one TF32 product once the mean has
+    averaged the elements' rounding errors (tools/builtin/averaging.py)."""
+    task, kernel = first_gpu_candidate(AVERAGED_CONV_TASK, tmp_path)
+    assert '"DOT": "tf32rna"' in kernel.read_text().splitlines()[0]
+    config = EvalConfig(dsl="triton", device="cuda", seeds=3, precision="fp32", profile=False)
+    verdict = evaluate(task, kernel, config, EvalCache(tmp_path / "cache"), use_cache=False)
+    assert verdict.status == "passed", verdict.message
+
+
 TRIG_TASK = """
 import torch
 import torch.nn as nn

@@ -60,6 +60,9 @@ class ConvKernel:
     wide: bool = False  # offsets past int32: int64 index arithmetic
     # the launch copies x channels-last first (tools/builtin/layouts.py); x_strides are the copy's
     x_channels_last: bool = False
+    # every path to the outputs sums many of its elements: one TF32 product is within tolerance
+    # (tools/builtin/averaging.py)
+    averaged: bool = False
     kind: str = "conv"
 
     @property

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kernelgraph.tools.builtin.averaging import mark_averaged_convs
 from kernelgraph.tools.builtin.cpp_backend import CppBackend
 from kernelgraph.tools.builtin.errors import Unsupported
 from kernelgraph.tools.builtin.layouts import k_major_operands
@@ -59,6 +60,7 @@ class Generator:
             self.program = split_program(
                 self.program, self.backend.split_k, self.backend.split_rows
             )
+        self.program = mark_averaged_convs(self.program)
         if getattr(self.backend, "k_major_operands", False):
             self.program = k_major_operands(self.program)
         self.analysis, self.dsl, self.policy = analysis, dsl, policy

@@ -162,7 +162,9 @@ class TritonBackend:
         if triton_conv_direct.fma_applies(kernel):  # exact and fastest where it applies
             fma = triton_conv_direct.FMA
             return (*roundings, fma, *GEMM_DOTS) if fastest else (fma, *roundings, *GEMM_DOTS)
-        return (*roundings, *GEMM_DOTS) if fastest else (GEMM_DOTS[0], *roundings, GEMM_DOTS[1])
+        if fastest or kernel.averaged:  # its TF32 error is averaged away downstream
+            return (*roundings, *GEMM_DOTS)
+        return (GEMM_DOTS[0], *roundings, GEMM_DOTS[1])
 
     def _gemm_dots(self) -> tuple[str, ...]:
         return GEMM_DOTS if self.fp32 else ()
