@@ -11,11 +11,13 @@ rebuild: a launch is `_lib.k0_name(inputs.data_ptr()..., outputs.data_ptr()..., 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kernelgraph.tools.builtin import cpp_emit, cpp_gemm, cpp_pool, cpp_rows, cpp_scan
 from kernelgraph.tools.builtin.errors import Unsupported
-from kernelgraph.tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction
+from kernelgraph.tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction, family_of
 from kernelgraph.tools.builtin.pooling import PoolKernel
 from kernelgraph.tools.builtin.scans import ScanKernel
 from kernelgraph.tools.dsl.cpp_bindings import OPT_FLAGS, extension_name, pybind_module
@@ -173,10 +175,128 @@ def _thread_choices() -> list[int]:
     return sorted({1, max(cores // 2, 1), cores})
 
 
+Config = dict[str, Any]
+Tunables = dict[str, list[Any]]
+
+
+@dataclass(frozen=True)
+class Family:
+    """What the backend does with one kernel type: the C function's tuning arguments, its
+    default config and tunables, its C++ source, and its outputs whose dtype comes at run time."""
+
+    params: Callable[[Any], list[str]]
+    default: Callable[[Any], Config]
+    tunables: Callable[[Any], Tunables]
+    source: Callable[[Any], str]
+    dynamic: Callable[[Any], set[str]]
+
+
+def _threads_only(kernel) -> list[str]:
+    return ["threads"]
+
+
+def _threads_tunables(kernel) -> Tunables:
+    return {"threads": _thread_choices()}
+
+
+def _scan_default(kernel: ScanKernel) -> Config:
+    return cpp_scan.default(kernel, PARALLEL_MIN)
+
+
+def _scan_tunables(kernel: ScanKernel) -> Tunables:
+    return cpp_scan.tunables(kernel, _thread_choices())
+
+
+def _no_dynamic_outputs(kernel: ScanKernel) -> set[str]:
+    return set()
+
+
+def _pool_default(kernel: PoolKernel) -> Config:
+    return {"threads": 1 if kernel.numel * kernel.window_numel < PARALLEL_MIN else 0}
+
+
+def _pool_dynamic(kernel: PoolKernel) -> set[str]:
+    return cpp_emit.dynamic_outputs(kernel.stores, {"arg"})
+
+
+def _gemm_params(kernel: GemmKernel) -> list[str]:
+    return list(cpp_gemm.PARAMS)
+
+
+def _gemm_default(kernel: GemmKernel) -> dict[str, Any]:
+    """96 x 256 x 256 tiles (the A and B blocks stay in L2), halved while there are fewer
+    than four tiles per core (small products need the tiles to spread over the threads)."""
+    block_m, block_n = 96, 256
+    tiles = lambda bm, bn: kernel.batch * -(-kernel.m // bm) * -(-kernel.n // bn)  # noqa: E731
+    while tiles(block_m, block_n) < 4 * _cores() and (block_n > 64 or block_m > 48):
+        block_n, block_m = (block_n // 2, block_m) if block_n > 64 else (block_n, block_m // 2)
+    small = kernel.batch * kernel.m * kernel.n * kernel.k < (1 << 18)
+    return {"threads": 1 if small else 0, "BLOCK_M": block_m, "BLOCK_N": block_n,
+            "BLOCK_K": 256}  # fmt: skip
+
+
+def _gemm_tunables(kernel: GemmKernel) -> Tunables:
+    return {"threads": _thread_choices(), "BLOCK_M": [48, 96, 192], "BLOCK_N": [128, 256, 512],
+            "BLOCK_K": [128, 256, 512]}  # fmt: skip
+
+
+def _gemm_dynamic(kernel: GemmKernel) -> set[str]:
+    return cpp_emit.dynamic_outputs(kernel.stores)
+
+
+def _rows_params(kernel: FusedKernel) -> list[str]:
+    if kernel.is_pointwise() or kernel.inner == 1:
+        return ["threads"]
+    return ["threads", "WIDTH"]
+
+
+def _rows_default(kernel: FusedKernel) -> Config:
+    threads = 1 if kernel.numel < PARALLEL_MIN else 0  # 0: all cores
+    if kernel.is_pointwise() or kernel.inner == 1:
+        return {"threads": threads}
+    # strided rows: chunks of up to 256 contiguous rows, narrower until every core has two
+    width = min(cpp_emit.MAX_WIDTH, _pow2_at_least(kernel.inner))
+    while width > 16 and kernel.outer * -(-kernel.inner // width) < 2 * _cores():
+        width //= 2
+    return {"threads": threads, "WIDTH": width}
+
+
+def _rows_tunables(kernel: FusedKernel) -> Tunables:
+    threads = _thread_choices()
+    if kernel.is_pointwise() or kernel.inner == 1:
+        return {"threads": threads}
+    return {"threads": threads, "WIDTH": [16, 32, 64, 128, 256]}
+
+
+def _rows_source(kernel: FusedKernel) -> str:
+    if kernel.is_pointwise():
+        rows = cpp_emit.broadcast_rows(kernel)
+        return cpp_rows.row_source(rows) if rows else cpp_emit.pointwise_source(kernel)
+    return cpp_rows.row_source(kernel)
+
+
+ROWS = Family(_rows_params, _rows_default, _rows_tunables, _rows_source, cpp_emit.fused_dynamic)
+FAMILIES: dict[type, Family] = {
+    FusedKernel: ROWS,
+    GemmKernel: Family(_gemm_params, _gemm_default, _gemm_tunables, cpp_gemm.gemm_source,
+                       _gemm_dynamic),
+    # made only by a backend's split_rows (this one has none): kept as before, a row kernel
+    PartialReduction: ROWS,
+    PoolKernel: Family(_threads_only, _pool_default, _threads_tunables, cpp_pool.pool_source,
+                       _pool_dynamic),
+    ScanKernel: Family(cpp_scan.params, _scan_default, _scan_tunables, cpp_scan.scan_source,
+                       _no_dynamic_outputs),
+}  # fmt: skip
+
+
+def _family(kernel) -> Family:
+    return family_of(FAMILIES, kernel, "C++")
+
+
 class CppBackend:
     dsl = "cpp"
     prelude = PRELUDE
-    kernel_kinds = (FusedKernel, GemmKernel, PartialReduction, PoolKernel, ScanKernel)
+    kernel_kinds = tuple(FAMILIES)
 
     def __init__(self, device: str, precision: str) -> None:
         if precision not in ("fp32", "ieee", "tf32"):
@@ -194,44 +314,13 @@ class CppBackend:
 
     def params(self, kernel: FusedKernel | GemmKernel) -> list[str]:
         """The C function's tuning arguments, in order."""
-        if isinstance(kernel, ScanKernel):
-            return cpp_scan.params(kernel)
-        if isinstance(kernel, PoolKernel):
-            return ["threads"]
-        if isinstance(kernel, GemmKernel):
-            return list(cpp_gemm.PARAMS)
-        if kernel.is_pointwise() or kernel.inner == 1:
-            return ["threads"]
-        return ["threads", "WIDTH"]
+        return _family(kernel).params(kernel)
 
     def default(self, kernel: FusedKernel | GemmKernel) -> dict[str, Any]:
-        if isinstance(kernel, ScanKernel):
-            return cpp_scan.default(kernel, PARALLEL_MIN)
-        if isinstance(kernel, GemmKernel):
-            return _gemm_default(kernel)
-        if isinstance(kernel, PoolKernel):
-            return {"threads": 1 if kernel.numel * kernel.window_numel < PARALLEL_MIN else 0}
-        threads = 1 if kernel.numel < PARALLEL_MIN else 0  # 0: all cores
-        if kernel.is_pointwise() or kernel.inner == 1:
-            return {"threads": threads}
-        # strided rows: chunks of up to 256 contiguous rows, narrower until every core has two
-        width = min(cpp_emit.MAX_WIDTH, _pow2_at_least(kernel.inner))
-        while width > 16 and kernel.outer * -(-kernel.inner // width) < 2 * _cores():
-            width //= 2
-        return {"threads": threads, "WIDTH": width}
+        return _family(kernel).default(kernel)
 
     def tunables(self, kernel: FusedKernel | GemmKernel) -> dict[str, list[Any]]:
-        threads = _thread_choices()
-        if isinstance(kernel, ScanKernel):
-            return cpp_scan.tunables(kernel, threads)
-        if isinstance(kernel, PoolKernel):
-            return {"threads": threads}
-        if isinstance(kernel, GemmKernel):
-            return {"threads": threads, "BLOCK_M": [48, 96, 192], "BLOCK_N": [128, 256, 512],
-                    "BLOCK_K": [128, 256, 512]}  # fmt: skip
-        if kernel.is_pointwise() or kernel.inner == 1:
-            return {"threads": threads}
-        return {"threads": threads, "WIDTH": [16, 32, 64, 128, 256]}
+        return _family(kernel).tunables(kernel)
 
     # ------------------------------------------------------------ source
 
@@ -264,7 +353,7 @@ class CppBackend:
 
     def launch(self, kernel, args: list[str], config: dict[str, Any]) -> list[str]:
         """Tensors go as their data pointers, dynamic-dtype outputs with their dtype code."""
-        dynamic = _dynamic(kernel)
+        dynamic = _family(kernel).dynamic(kernel)
         n_in = len(kernel.inputs)
         values = [f"_in[{i}].data_ptr()" for i in range(n_in)]  # _in keeps converted ones alive
         for name, arg in zip(kernel.outputs, args[n_in:], strict=True):
@@ -280,18 +369,7 @@ def _c_source(kernel: FusedKernel | GemmKernel) -> str:
     """The kernel's C++ in a namespace of its own (its helpers and constants may repeat another
     kernel's in the same build), its `#include` lines first, outside it. The `extern "C"`
     function keeps C linkage, so the bindings reach it by its plain name."""
-    if isinstance(kernel, ScanKernel):
-        return _namespaced(kernel, cpp_scan.scan_source(kernel))
-    if isinstance(kernel, PoolKernel):
-        source = cpp_pool.pool_source(kernel)
-    elif isinstance(kernel, GemmKernel):
-        source = cpp_gemm.gemm_source(kernel)
-    elif kernel.is_pointwise():
-        rows = cpp_emit.broadcast_rows(kernel)
-        source = cpp_rows.row_source(rows) if rows else cpp_emit.pointwise_source(kernel)
-    else:
-        source = cpp_rows.row_source(kernel)
-    return _namespaced(kernel, source)
+    return _namespaced(kernel, _family(kernel).source(kernel))
 
 
 def _namespaced(kernel, source: str) -> str:
@@ -300,28 +378,6 @@ def _namespaced(kernel, source: str) -> str:
     body = [line for line in lines if not line.startswith("#include")]
     space = f"kg_{kernel.name}"
     return "\n".join([*includes, f"namespace {space} {{", *body, f"}}  // namespace {space}", ""])
-
-
-def _dynamic(kernel: FusedKernel | GemmKernel) -> set[str]:
-    if isinstance(kernel, ScanKernel):
-        return set()
-    if isinstance(kernel, GemmKernel):
-        return cpp_emit.dynamic_outputs(kernel.stores)
-    if isinstance(kernel, PoolKernel):
-        return cpp_emit.dynamic_outputs(kernel.stores, {"arg"})
-    return cpp_emit.fused_dynamic(kernel)
-
-
-def _gemm_default(kernel: GemmKernel) -> dict[str, Any]:
-    """96 x 256 x 256 tiles (the A and B blocks stay in L2), halved while there are fewer
-    than four tiles per core (small products need the tiles to spread over the threads)."""
-    block_m, block_n = 96, 256
-    tiles = lambda bm, bn: kernel.batch * -(-kernel.m // bm) * -(-kernel.n // bn)  # noqa: E731
-    while tiles(block_m, block_n) < 4 * _cores() and (block_n > 64 or block_m > 48):
-        block_n, block_m = (block_n // 2, block_m) if block_n > 64 else (block_n, block_m // 2)
-    small = kernel.batch * kernel.m * kernel.n * kernel.k < (1 << 18)
-    return {"threads": 1 if small else 0, "BLOCK_M": block_m, "BLOCK_N": block_n,
-            "BLOCK_K": 256}  # fmt: skip
 
 
 def _pow2_at_least(n: int) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from kernelgraph.tools.builtin.expr import Expr, loads, walk
 
@@ -201,6 +202,13 @@ class GemmKernel:
 
     def pseudo(self) -> str:
         return f"{self.name}: acc = sum_k A[m,k] B[k,n] (fp32); out = epilogue(acc)"
+
+
+def family_of(table: dict[type, Any], kernel: Any, backend: str) -> Any:
+    """A backend's entry for the kernel's type (one table a backend, one entry a type)."""
+    if type(kernel) not in table:
+        raise KeyError(f"the {backend} backend has no kernel family for {type(kernel).__name__}")
+    return table[type(kernel)]
 
 
 def next_pow2(n: int) -> int:
