@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import textwrap
 from typing import Any
 
@@ -47,7 +48,7 @@ def render(
     model = _model_class(program, backend, config, reference, why_not)
     helpers = getattr(backend, "helpers", {})  # only those a kernel calls or forward launches
     called = "\n".join([*sources, *model])
-    for name in sorted(n for n in helpers if f"{n}(" in called or f"{n}[" in called):
+    for name in sorted(n for n in helpers if re.search(rf"(?<![\w.]){n}[(\[]", called)):
         lines += ["", "", helpers[name].rstrip()]
     for source in sources:
         lines += ["", "", source]

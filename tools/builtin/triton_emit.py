@@ -48,6 +48,20 @@ def _logaddexp(a, b):
     out = tl.where((lo == -float("inf")) | (hi == float("inf")), hi, hi + tl.log(1.0 + tl.exp(lo - hi)))
     return tl.where((a != a) | (b != b), a + b, out)
 """,
+    "_log": """@triton.jit
+def _log(x):
+    # MUFU's lg2 (libdevice's fast_logf), not libdevice's logf polynomial, whose two logs an
+    # element made a KL divergence compute-bound (level1/98, H200). fast_logf is within about
+    # 2e-6 relative, except near 1, where its absolute error (1e-7) dwarfs log(x): there the
+    # series of log1p(x - 1) to u^5 is exact to float. It flushes subnormals to zero, so they
+    # are scaled by 2^24 into the normal range first.
+    tiny = x < 1.1754943508222875e-38
+    y = libdevice.fast_logf(tl.where(tiny, x * 16777216.0, x))
+    y = tl.where(tiny, y - 16.635532333438686, y)
+    u = x - 1.0
+    near = u * (1.0 + u * (-0.5 + u * (0.3333333333333333 + u * (-0.25 + u * 0.2))))
+    return tl.where(tl.abs(u) < 0.015625, near, y)
+""",
     "_atan": """@triton.jit
 def _atan(x):
     # Cephes' atanf: reduce |x| below tan(pi/8), then an odd polynomial (relative error ~1e-7)
@@ -77,11 +91,12 @@ class TritonSyntax:
         self.gpu = gpu
 
     def primitive(self, op: str, a: list[str]) -> str:
-        if (text := operator_or_call(op, a, _BINARY, _CALLS)) is not None:
+        calls = _GPU_CALLS if self.gpu else _CALLS  # the interpreter has no fast_logf
+        if (text := operator_or_call(op, a, _BINARY, calls)) is not None:
             return text
         x = a[0]
         if op == "pow":
-            return f"tl.exp({a[1]} * tl.log({x}))"
+            return f"tl.exp({a[1]} * {calls['log']}({x}))"
         if self.gpu and op in ("tanh", "log1p", "expm1"):
             return f"libdevice.{op}({x})"
         return {
@@ -122,6 +137,7 @@ _CALLS = {"exp": "tl.exp", "log": "tl.log", "sqrt": "tl.sqrt", "rsqrt": "tl.rsqr
           "abs": "tl.abs", "erf": "tl.erf", "floor": "tl.floor", "ceil": "tl.ceil",
           "sin": "tl.sin", "cos": "tl.cos", "sigmoid": "tl.sigmoid", "where": "tl.where",
           "max": "tl.maximum", "min": "tl.minimum", "atan": "_atan"}  # fmt: skip
+_GPU_CALLS = {**_CALLS, "log": "_log"}
 
 
 def _indent(lines: list[str], depth: int = 1) -> list[str]:
