@@ -9,7 +9,7 @@ from builtin_helpers import builtin_generator, task_file
 from kernelgraph.tools.builtin.conv import ConvKernel
 
 CONV = "self.conv = nn.Conv2d(8, 16, 3)"  # 8 input channels: cuDNN runs it in exact fp32
-X = "torch.randn(2, 8, 34, 34)"
+X = "torch.randn(2, 8, 66, 66)"  # 64 x 64 outputs a channel, 32 x 32 after a pool
 
 
 @pytest.mark.parametrize(
@@ -22,6 +22,7 @@ X = "torch.randn(2, 8, 34, 34)"
         ("torch.sigmoid(F.avg_pool2d(self.conv(x), 2)).sum()", True),
         ("self.conv(x)", False),
         ("self.conv(x).sum(dim=1)", False),  # 16 elements a sum: too few to average
+        ("F.avg_pool2d(self.conv(x), 8).mean(dim=(2, 3))", False),  # 64 a mean: still too few
         ("F.group_norm(self.conv(x), 4).mean(dim=(2, 3))", False),  # normalised first
         ("self.conv(x).amax(dim=(2, 3))", False),  # a max keeps one element's error
         ("((c := self.conv(x)).mean(dim=(2, 3)), c)", False),  # also returned as it is
