@@ -15,9 +15,10 @@ constexprs and `num_warps` of its launch in the file, and prints per kernel:
 - cp.async copies (LDGSTS) 16 bytes wide and narrower: a GEMM loop whose operand addresses
   lost their alignment copies 4 bytes at a time (a 1x1 convolution ran 1.28x slower so, H100).
 
-Every argument that is not a constexpr is compiled as an fp32 pointer (a kernel with scalar
-arguments is skipped, with the reason); launches are read from lines
-`kernel[grid](args, KEY=VALUE, ...)`. The file is parsed, not imported.
+Every argument that is not a constexpr is compiled as an fp32 pointer (resident rows' `partials`
+as int64; a kernel with scalar arguments is skipped, with the reason); launches are read from
+lines `kernel[grid](args, KEY=VALUE, ...)` and `_launch_resident(kernel, ..., dict(KEY=VALUE))`.
+The file is parsed, not imported.
 
     python benchmarks/sass_load_depth.py KERNEL.py [--arch 90]
 """
@@ -33,16 +34,21 @@ import tempfile
 from pathlib import Path
 
 REGISTERS_PER_SM, THREADS_PER_SM, PROGRAMS_PER_SM = 65536, 2048, 32
+POINTERS = {"partials": "*i64"}  # resident rows' exchange slots (triton_resident.py)
 
 
 def _launches(tree: ast.Module) -> dict[str, dict]:
-    """kernel name -> the keyword arguments of its launch (`name[grid](..., K=V)`)."""
+    """kernel name -> the keyword arguments of its launch: `name[grid](..., K=V)`, or resident
+    rows' `_launch_resident(name, items, chunks, (args), dict(K=V))`."""
     found = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
             name = getattr(node.func.value, "id", None)
             if name:
                 found[name] = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", "") == "_launch_resident":
+            options = node.args[4]
+            found[node.args[0].id] = {k.arg: ast.literal_eval(k.value) for k in options.keywords}
     return found
 
 
@@ -79,7 +85,8 @@ def measure(fn, launch: dict, arch: int) -> dict:
 
     warps = launch.get("num_warps", 4)
     constexprs = {p.name: launch[p.name] for p in fn.params if p.is_constexpr}
-    signature = {p.name: "constexpr" if p.is_constexpr else "*fp32" for p in fn.params}
+    signature = {p.name: "constexpr" if p.is_constexpr else POINTERS.get(p.name, "*fp32")
+                 for p in fn.params}  # fmt: skip
     # pointers 16-byte aligned, as Triton specializes a launch on torch's allocations
     aligned = {
         (i,): [["tt.divisibility", 16]] for i, p in enumerate(fn.params) if not p.is_constexpr

@@ -74,3 +74,12 @@ def test_a_1x1_convolution_copies_its_input_16_bytes_at_a_time(tmp_path):
     figures = _figures(tmp_path, "self.c(x)", "torch.randn(2, 64, 32, 32)",
                        params="self.c = nn.Conv2d(64, 128, 1, bias=False)")  # fmt: skip
     assert figures["async_copies_16B"] > 0 and figures["async_copies_narrow"] == 0
+
+
+def test_a_resident_softmax_keeps_seven_programs_an_sm(tmp_path):
+    """Resident rows launch through `_launch_resident`; at KernelBench's softmax rows the
+    exchange's wait in one loop holds 72 registers, 7 programs of 4 warps an SM (a loop each
+    partial held 78, 6 programs: benchmarks/RESULTS.md)."""
+    figures = _figures(tmp_path, "torch.softmax(x, dim=1)", "torch.randn(4096, 393216)")
+    assert figures["spill_store_bytes"] == 0
+    assert figures["programs_per_sm"] >= 7, figures
