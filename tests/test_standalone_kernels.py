@@ -23,7 +23,8 @@ import pytest
 import torch
 from builtin_helpers import KERNELGRAPH_PACKAGES, builtin_generator, run_isolated, task_file
 
-from kernelgraph.tools.dsl.cpp_bindings import extern_functions, pybind_module
+from kernelgraph.tools.dsl.cpp_bindings import binding_module, extern_functions, load_inline_name
+from kernelgraph.tools.harness.native_checks import check_native
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_KERNELS = sorted(ROOT.glob("examples/*/kernel_*.py"))
@@ -127,7 +128,8 @@ def test_cpp_bindings_are_written_from_the_source(kernel):
         and isinstance(stmt.targets[0], ast.Name)
         and isinstance(stmt.value, ast.Constant)
     }
-    expected = "\n" + pybind_module([literals["SOURCE"]], declare=False)
+    name = load_inline_name(ast.parse(kernel.read_text()))
+    expected = "\n" + binding_module([literals["SOURCE"]], name, declare=False)
     assert literals["BINDINGS"] == expected, (
         f"run: python -m kernelgraph.tools.dsl.cpp_bindings {kernel}"
     )
@@ -176,11 +178,35 @@ def test_bindings_follow_the_declared_types():
         ("flag", "int", "int64_t"),
     ]
     assert g.name == "g" and g.params == ()
-    code = pybind_module([source])
+    code = binding_module([source], "kg_probe")
     assert 'extern "C" void f(const float* x, float* y, void* out, int64_t n' in code
+    assert 'PyArg_ParseTuple(kg_args, "KKKLddL", &x, &y, &out, &n, &s, &t, &flag)' in code
     assert "f(reinterpret_cast<const float*>(x), reinterpret_cast<float*>(y)" in code
-    assert 'm.def("g", []() {' in code and "commented_out" not in code
+    assert '{"g", kg_bind_g, METH_VARARGS, nullptr}' in code and "commented_out" not in code
+    assert check_native(code, "cpp", "strict") == []  # the bindings pass the harness's checks
     with pytest.raises(ValueError, match="defined twice"):
-        pybind_module([source, source])
+        binding_module([source, source], "kg_probe")
     with pytest.raises(ValueError, match="cannot bind the parameter"):
         extern_functions('extern "C" void h(float x[]) {}')
+
+
+def test_bindings_convert_each_argument_to_its_declared_type(tmp_path, monkeypatch):
+    """A built binding module: addresses, ints, bools and floats reach the C function as declared."""
+    from torch.utils.cpp_extension import load_inline
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    source = """
+    #include <cstdint>
+    extern "C" void record(double* out, int64_t n, bool flag, float f, double d) {
+        out[0] = n; out[1] = flag; out[2] = f; out[3] = d;
+    }
+    """
+    lib = load_inline(
+        "kg_binding_probe", cpp_sources=[source, binding_module([source], "kg_binding_probe", declare=False)],
+        no_implicit_headers=True,
+    )  # fmt: skip
+    out = torch.zeros(4, dtype=torch.float64)
+    lib.record(out.data_ptr(), -(2**40), True, 1, 0.25)
+    assert out.tolist() == [-(2**40), 1.0, 1.0, 0.25]
+    with pytest.raises(TypeError):
+        lib.record(out.data_ptr(), 1.5, True, 1.0, 1.0)  # a float for an int64_t

@@ -2,7 +2,7 @@
 
 The kernel file is standalone (no kernelgraph import): each kernel is C++ source in a Python
 string, inside a namespace of its own, and all of a file's kernels are built together by
-`torch.utils.cpp_extension.load_inline(..., no_implicit_headers=True)` with pybind11 bindings
+`torch.utils.cpp_extension.load_inline(..., no_implicit_headers=True)` with Python C API bindings
 written here at generation time (tools/dsl/cpp_bindings.py); torch caches the build by name and
 source. Tuning values are run-time arguments of the C functions, so a config change is not a
 rebuild: a launch is `_lib.k0_name(inputs.data_ptr()..., outputs.data_ptr()..., threads, ...)`.
@@ -20,7 +20,7 @@ from kernelgraph.tools.builtin.errors import Unsupported
 from kernelgraph.tools.builtin.kernels import FusedKernel, GemmKernel, PartialReduction, family_of
 from kernelgraph.tools.builtin.pooling import PoolKernel
 from kernelgraph.tools.builtin.scans import ScanKernel
-from kernelgraph.tools.dsl.cpp_bindings import OPT_FLAGS, extension_name, pybind_module
+from kernelgraph.tools.dsl.cpp_bindings import OPT_FLAGS, binding_module, extension_name
 
 HELPERS = r"""#include <algorithm>
 #include <cmath>
@@ -328,11 +328,11 @@ class CppBackend:
         return f'_{kernel.name}_src = r"""\n{_c_source(kernel)}"""'
 
     def library(self, kernels: list[FusedKernel | GemmKernel]) -> str:
-        """The file's one build: the helpers, every kernel's source, then pybind11 bindings."""
+        """The file's one build: the helpers, every kernel's source, then the Python bindings."""
         sources = [_c_source(k) for k in kernels]
-        bindings = pybind_module([HELPERS, *sources])  # kg_huge_pages is in the helpers
+        name = extension_name("kg_builtin", HELPERS, *sources, CFLAGS, "python-c-api bindings")
+        bindings = binding_module([HELPERS, *sources], name)  # kg_huge_pages is in the helpers
         names = ["_HELPERS", *(f"_{k.name}_src" for k in kernels), "_BINDINGS"]
-        name = extension_name("kg_builtin", HELPERS, *sources, bindings, CFLAGS)
         return "\n".join([
             f'_BINDINGS = r"""\n{bindings}"""',
             "# Built once by torch into TORCH_EXTENSIONS_DIR/<name>, cached by name and source;",

@@ -4,8 +4,8 @@ Two candidate forms are accepted:
 
 - `torch.utils.cpp_extension.load_inline(...)`, the standalone form (the file needs torch only):
   what the builtin model, the examples and the DSL docs write. With `no_implicit_headers=True`
-  and pybind11 bindings that take tensors as their `data_ptr()` (tools/dsl/cpp_bindings.py
-  writes them from the `extern "C"` declarations) a cold build takes a few seconds; with torch's
+  and Python C API bindings that take tensors as their `data_ptr()` (tools/dsl/cpp_bindings.py
+  writes them from the `extern "C"` declarations) a cold build costs about the kernel's own compile; with torch's
   headers and `torch::Tensor` arguments about 20-30 s. torch caches builds by name and source
   in TORCH_EXTENSIONS_DIR.
 - `build_library(source)` from this module compiles `source` with

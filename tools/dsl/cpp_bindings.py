@@ -1,17 +1,18 @@
-"""Standalone C++ kernels: pybind11 bindings for `extern "C"` functions. Standard library only.
+"""Standalone C++ kernels: Python bindings for `extern "C"` functions. Standard library only.
 
 A kernel file that kernelgraph exports must run without kernelgraph, so generated C++ kernels
 are built with `torch.utils.cpp_extension.load_inline(..., no_implicit_headers=True)` instead of
-`kernelgraph.tools.dsl.cpp.build_library`. Without torch's headers a cold build takes a few seconds (the
-pybind11 header), not the ~20 s of `<torch/extension.h>`; torch caches the build by name and
-source in TORCH_EXTENSIONS_DIR, so a cached build loads in milliseconds without recompiling.
+`kernelgraph.tools.dsl.cpp.build_library`. The bindings use the Python C API (<Python.h> only),
+so a cold build costs the kernel's own compile: not the ~4 s of pybind11's header or the ~20 s
+of `<torch/extension.h>`. torch caches the build by name and source in TORCH_EXTENSIONS_DIR, so
+a cached build loads in milliseconds without recompiling.
 
 Why not inline build_library's ctypes loader into the file instead: the harness's static checks
 refuse a candidate that imports ctypes, os, subprocess or hashlib, and its launch counter sees
 calls through load_inline's modules (or build_library's libraries) only.
 
-`pybind_module(sources)` writes the binding code that `build_library` supplied at run time
-through ctypes: every `extern "C" void f(...)` found in the sources becomes `m.def("f", ...)`,
+`binding_module(sources)` writes the binding code that `build_library` supplied at run time
+through ctypes: every `extern "C" void f(...)` found in the sources becomes a module function `f`,
 whose arguments follow build_library's calling convention with one change, that tensors are
 passed as their `data_ptr()`:
 
@@ -98,33 +99,61 @@ def _parameter(text: str, function: str) -> Parameter:
     return Parameter(words[-1], ctype)
 
 
-def pybind_module(sources: list[str], declare: bool = True) -> str:
-    """C++ that binds every `extern "C"` function of `sources` with pybind11: one more source
-    for load_inline, after the ones that define the functions. `declare` repeats their
-    declarations first (needed when the definitions sit in namespaces; a hand-written file
-    whose SOURCE comes first in the same build leaves them out)."""
+# The Python C API names a binding module uses (and its PyInit_<module>); native_checks
+# allows these and no others.
+BINDING_API_NAMES = frozenset(
+    "PyObject PyArg_ParseTuple PyMethodDef PyModuleDef PyModuleDef_HEAD_INIT PyModule_Create "
+    "PyMODINIT_FUNC Py_RETURN_NONE".split()
+)
+# PyArg_ParseTuple's format letter and C variable type for each Python-side type.
+_ARG_FORMATS = {"uintptr_t": ("K", "unsigned long long"), "int64_t": ("L", "long long"),
+                "double": ("d", "double")}  # fmt: skip
+
+
+def binding_module(sources: list[str], module: str, declare: bool = True) -> str:
+    """C++ that binds every `extern "C"` function of `sources` through the Python C API (only
+    <Python.h>: a build takes a fraction of a second, pybind11's header alone about 4 s) as the
+    extension `module` (load_inline's name): one more source for load_inline, after the ones
+    that define the functions. `declare` repeats
+    their declarations first (needed when the definitions sit in namespaces; a hand-written
+    file whose SOURCE comes first in the same build leaves them out)."""
     functions = [f for source in sources for f in extern_functions(source)]
     names = [f.name for f in functions]
     duplicated = sorted({n for n in names if names.count(n) > 1})
     if duplicated:
         raise ValueError(f'extern "C" functions defined twice: {", ".join(duplicated)}')
-    lines = ["#include <cstdint>", "#include <pybind11/pybind11.h>"]
+    lines = ["#include <Python.h>", "#include <cstdint>", ""]
     if declare:
-        lines.append("")
         for f in functions:
             declared = ", ".join(f"{p.ctype} {p.name}" for p in f.params)
             lines.append(f'extern "C" void {f.name}({declared});')
         lines.append("")
-    lines.append("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {")
     for f in functions:
-        taken = ", ".join(f"{p.python_type} {p.name}" for p in f.params)
-        passed = ", ".join(p.argument() for p in f.params)
-        lines += [
-            f'    m.def("{f.name}", []({taken}) {{',
-            f"        {f.name}({passed});",
-            "    });",
-        ]
-    lines.append("}")
+        formats = [_ARG_FORMATS[p.python_type] for p in f.params]
+        lines.append(f"static PyObject* kg_bind_{f.name}(PyObject*, PyObject* kg_args) {{")
+        by_type: dict[str, list[str]] = {}
+        for p, (_, ctype) in zip(f.params, formats, strict=True):
+            by_type.setdefault(ctype, []).append(p.name)
+        lines += [f"    {ctype} {', '.join(names)};" for ctype, names in by_type.items()]
+        if f.params:
+            pointers = ", ".join(f"&{p.name}" for p in f.params)
+            letters = "".join(letter for letter, _ in formats)
+            lines.append(
+                f'    if (!PyArg_ParseTuple(kg_args, "{letters}", {pointers})) return nullptr;'
+            )
+        else:
+            lines.append('    if (!PyArg_ParseTuple(kg_args, "")) return nullptr;')
+        lines += [f"    {f.name}({', '.join(p.argument() for p in f.params)});",
+                  "    Py_RETURN_NONE;", "}"]  # fmt: skip
+    lines.append("static PyMethodDef kg_methods[] = {")
+    for f in functions:
+        lines.append(f'    {{"{f.name}", kg_bind_{f.name}, METH_VARARGS, nullptr}},')
+    lines += [
+        "    {nullptr, nullptr, 0, nullptr}};",
+        f'static PyModuleDef kg_module = {{PyModuleDef_HEAD_INIT, "{module}", nullptr, -1,',
+        "    kg_methods};",
+        f"PyMODINIT_FUNC PyInit_{module}() {{ return PyModule_Create(&kg_module); }}",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -132,6 +161,17 @@ def extension_name(prefix: str, *parts: object) -> str:
     """`prefix_<hash of parts>`: a module name for load_inline that changes with its inputs."""
     digest = hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
     return f"{prefix}_{digest}"
+
+
+def load_inline_name(tree) -> str:
+    """The module name (first argument, a string literal) of a file's `load_inline(...)` call."""
+    import ast
+
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", ""))
+                == "load_inline" and node.args and isinstance(node.args[0], ast.Constant)):  # fmt: skip
+            return node.args[0].value
+    raise ValueError("no load_inline('<name>', ...) call with a literal name")
 
 
 def refresh(path: str) -> bool:
@@ -158,7 +198,7 @@ def refresh(path: str) -> bool:
     lines = text.splitlines(keepends=True)
     start = sum(len(line) for line in lines[: node.lineno - 1]) + node.col_offset
     end = sum(len(line) for line in lines[: node.end_lineno - 1]) + node.end_col_offset
-    bindings = pybind_module([literals["SOURCE"].value], declare=False)
+    bindings = binding_module([literals["SOURCE"].value], load_inline_name(tree), declare=False)
     new = text[:start] + 'r"""\n' + bindings + '"""' + text[end:]
     if new != text:
         file.write_text(new)

@@ -6,13 +6,17 @@ source is tokenised (comments and string literals stripped, `::`-qualified names
 names are compared with the tables below. Namespaces `torch`/`at` are an allow-list (allocation,
 types, constants, CUDA stream/guard helpers); ATen op names are classified like the runtime
 recorder's (`op_policy.classify`). Everything else (std::, math, CUDA intrinsics, OpenMP pragmas,
-pybind11 `m.def`) passes unless denied by name.
+pybind11 `m.def`) passes unless denied by name; of the Python C API, only what a binding module
+needs (tools/dsl/cpp_bindings.py) passes.
 
 Line numbers are relative to the source string; the caller adds where the string came from.
 """
 
 from __future__ import annotations
 
+import re
+
+from kernelgraph.tools.dsl.cpp_bindings import BINDING_API_NAMES
 from kernelgraph.tools.harness.op_policy import COMPUTE, FREE, HEAVY, classify, method_kind
 from kernelgraph.tools.harness.static_checks import Finding
 
@@ -57,6 +61,7 @@ _FILE = _words("fopen freopen fdopen open openat creat ifstream ofstream fstream
 _MEMORY_MAP = _words("mprotect pkey_mprotect munmap mremap mlock mlockall remap_file_pages")
 _PY_CALLBACK_PREFIXES = ("PyRun_", "PyImport_", "PyObject_Call", "PyEval_", "Py_Compile")
 _PY_CALLBACK_NAMES = _words("import eval exec eval_file attr globals getattr")
+_PY_C_API = re.compile(r"_?Py(_\w*|[A-Z]\w*)?")  # beyond BINDING_API_NAMES: calls into Python
 # Unqualified calls to these names reach ATen through argument-dependent lookup on a Tensor
 # argument, unless the source defines a function of that name itself.
 _ADL_NAMES = _words(
@@ -68,7 +73,7 @@ _ADL_NAMES = _words(
 _KEYWORDS = _words("return else case throw new delete sizeof co_return co_yield do and or not")
 _HEADERS = {
     **dict.fromkeys(_words("dlfcn.h unistd.h spawn.h thread pthread.h future csignal signal.h "
-                           "netdb.h Python.h pybind11/embed.h pybind11/eval.h"), NATIVE_UNSAFE),
+                           "netdb.h pybind11/embed.h pybind11/eval.h"), NATIVE_UNSAFE),
     **dict.fromkeys(_words("fstream filesystem fcntl.h"), NATIVE_FILE),
     "torch/script.h": NATIVE_COMPUTE,
 }
@@ -271,6 +276,9 @@ def _name_rule(parts, prev, nxt, aliases, defined) -> tuple[str, str, str] | Non
          "timer", COMPUTE),
         ((parts[0] in ("py", "pybind11") and last in _PY_CALLBACK_NAMES)
          or last.startswith(_PY_CALLBACK_PREFIXES), NATIVE_UNSAFE, "calls back into Python", COMPUTE),
+        (plain and _PY_C_API.fullmatch(last) and last not in BINDING_API_NAMES
+         and not last.startswith("PyInit_"), NATIVE_UNSAFE,
+         "uses the Python C API beyond binding a function", COMPUTE),
         (plain and last in _UNSAFE and (len(parts) > 1 or (nxt == "(" and last not in _STD_ONLY)),
          NATIVE_UNSAFE, "reaches processes, threads or the environment", COMPUTE),
         (plain and _FILE.intersection(parts) and (len(parts) > 1 or called or last != "open"),

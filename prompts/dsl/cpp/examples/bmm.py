@@ -63,13 +63,22 @@ extern "C" void bmm(const float* A, const float* B, float* C, int64_t batch, int
 """
 
 BINDINGS = r"""
+#include <Python.h>
 #include <cstdint>
-#include <pybind11/pybind11.h>
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-    m.def("bmm", [](uintptr_t A, uintptr_t B, uintptr_t C, int64_t batch, int64_t M, int64_t N, int64_t K) {
-        bmm(reinterpret_cast<const float*>(A), reinterpret_cast<const float*>(B), reinterpret_cast<float*>(C), batch, M, N, K);
-    });
+
+static PyObject* kg_bind_bmm(PyObject*, PyObject* kg_args) {
+    unsigned long long A, B, C;
+    long long batch, M, N, K;
+    if (!PyArg_ParseTuple(kg_args, "KKKLLLL", &A, &B, &C, &batch, &M, &N, &K)) return nullptr;
+    bmm(reinterpret_cast<const float*>(A), reinterpret_cast<const float*>(B), reinterpret_cast<float*>(C), batch, M, N, K);
+    Py_RETURN_NONE;
 }
+static PyMethodDef kg_methods[] = {
+    {"bmm", kg_bind_bmm, METH_VARARGS, nullptr},
+    {nullptr, nullptr, 0, nullptr}};
+static PyModuleDef kg_module = {PyModuleDef_HEAD_INIT, "bmm_tiles", nullptr, -1,
+    kg_methods};
+PyMODINIT_FUNC PyInit_bmm_tiles() { return PyModule_Create(&kg_module); }
 """
 
 _lib = load_inline(

@@ -31,13 +31,23 @@ extern "C" void rmsnorm(const float* __restrict__ x, const float* __restrict__ w
 """
 
 BINDINGS = r"""
+#include <Python.h>
 #include <cstdint>
-#include <pybind11/pybind11.h>
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-    m.def("rmsnorm", [](uintptr_t x, uintptr_t w, uintptr_t y, int64_t rows, int64_t cols, double eps) {
-        rmsnorm(reinterpret_cast<const float*>(x), reinterpret_cast<const float*>(w), reinterpret_cast<float*>(y), rows, cols, eps);
-    });
+
+static PyObject* kg_bind_rmsnorm(PyObject*, PyObject* kg_args) {
+    unsigned long long x, w, y;
+    long long rows, cols;
+    double eps;
+    if (!PyArg_ParseTuple(kg_args, "KKKLLd", &x, &w, &y, &rows, &cols, &eps)) return nullptr;
+    rmsnorm(reinterpret_cast<const float*>(x), reinterpret_cast<const float*>(w), reinterpret_cast<float*>(y), rows, cols, eps);
+    Py_RETURN_NONE;
 }
+static PyMethodDef kg_methods[] = {
+    {"rmsnorm", kg_bind_rmsnorm, METH_VARARGS, nullptr},
+    {nullptr, nullptr, 0, nullptr}};
+static PyModuleDef kg_module = {PyModuleDef_HEAD_INIT, "rmsnorm", nullptr, -1,
+    kg_methods};
+PyMODINIT_FUNC PyInit_rmsnorm() { return PyModule_Create(&kg_module); }
 """
 
 _lib = load_inline(

@@ -44,13 +44,22 @@ extern "C" void silu_mul(const float* __restrict__ a, const float* __restrict__ 
 """
 
 BINDINGS = r"""
+#include <Python.h>
 #include <cstdint>
-#include <pybind11/pybind11.h>
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-    m.def("silu_mul", [](uintptr_t a, uintptr_t b, uintptr_t y, int64_t n) {
-        silu_mul(reinterpret_cast<const float*>(a), reinterpret_cast<const float*>(b), reinterpret_cast<float*>(y), n);
-    });
+
+static PyObject* kg_bind_silu_mul(PyObject*, PyObject* kg_args) {
+    unsigned long long a, b, y;
+    long long n;
+    if (!PyArg_ParseTuple(kg_args, "KKKL", &a, &b, &y, &n)) return nullptr;
+    silu_mul(reinterpret_cast<const float*>(a), reinterpret_cast<const float*>(b), reinterpret_cast<float*>(y), n);
+    Py_RETURN_NONE;
 }
+static PyMethodDef kg_methods[] = {
+    {"silu_mul", kg_bind_silu_mul, METH_VARARGS, nullptr},
+    {nullptr, nullptr, 0, nullptr}};
+static PyModuleDef kg_module = {PyModuleDef_HEAD_INIT, "silu_mul", nullptr, -1,
+    kg_methods};
+PyMODINIT_FUNC PyInit_silu_mul() { return PyModule_Create(&kg_module); }
 """
 
 _lib = load_inline(
