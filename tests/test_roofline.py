@@ -315,3 +315,28 @@ def test_a_tasks_speed_of_light_takes_the_rate_its_reference_may_use(
     expected = H100.flops["tf32"] / (3 if rate == "fp32" else 1)
     assert verdict.sol["peak_flops"] == pytest.approx(expected)
     assert verdict.sol_pct == pytest.approx(100 * 1e3 * 10**12 / expected / 10.0)
+
+
+@pytest.mark.parametrize(("kernel_ms", "bound"), [(0.3155, "memory"), (0.01, "compute")])
+def test_a_kernel_with_less_arithmetic_than_the_reference_is_bounded_by_its_memory(
+    kernel_ms, bound
+):
+    """level2/51's mean over a GEMM's outputs, rewritten as a GEMV, ran at 529% of the bound
+    of the reference's 2.7e11 FLOPs (H200): those FLOPs bound nothing then; the inputs and
+    outputs' bytes still do. Faster than even those keeps the warning about caches."""
+    from kernelgraph.tools.harness.config import EvalConfig
+    from kernelgraph.tools.harness.sol_fill import fill_sol
+    from kernelgraph.tools.harness.verdict import Timing, Verdict
+
+    verdict = Verdict("passed", "", "triton", "cuda", "strict", "fp32")
+    verdict.timing = Timing(kernel_ms=kernel_ms)
+    meta = {"flops": 2 * 2048 * 8192 * 8192, "min_bytes": 402_718_720}
+    fill_sol(verdict, EvalConfig(dsl="triton", device="cuda"), meta, vars(H100))
+    memory_ms = 1e3 * 402_718_720 / H100.bandwidth
+    assert verdict.sol["bound"] == bound
+    if bound == "memory":
+        assert verdict.sol_pct == pytest.approx(100 * memory_ms / kernel_ms)
+        assert verdict.sol["reference_compute_pct"] > 100
+        assert "less arithmetic" in verdict.warnings[0]
+    else:
+        assert verdict.sol_pct > 100 and "faster than the peak" in verdict.warnings[0]

@@ -37,12 +37,35 @@ def fill_sol(verdict: Verdict, config: EvalConfig, meta: dict, peaks: dict | Non
     fill(roofline.Peaks(**peaks))
     if verdict.sol_pct is not None and verdict.sol_pct > 100 and _remeasure_cpu(config):
         fill(roofline.cpu_peaks(refresh=True, threads=config.threads or os.cpu_count() or 1))
+    _less_arithmetic(verdict)
     sol = verdict.sol
     if verdict.sol_pct is not None and verdict.sol_pct > 100:
         verdict.warnings.append(
             f"{verdict.sol_pct:.0f}% of speed-of-light: faster than the peak allows, so the data "
             f"stayed in cache between calls or the peak figure ({sol.get('source')}) is too low"
         )
+
+
+def _less_arithmetic(verdict: Verdict) -> None:
+    """Faster than the reference's FLOPs allow but not faster than its unavoidable memory
+    traffic: the kernel computed the result with less arithmetic (an algebraic rewrite, such as a
+    sum over a GEMM's outputs taken as one GEMV). The reference's FLOPs bound nothing then, so
+    the bound becomes the memory traffic alone."""
+    sol, pct = verdict.sol, verdict.sol_pct
+    if pct is None or pct <= 100 or sol.get("bound") != "compute":
+        return
+    if verdict.timing.kernel_ms < sol["memory_ms"]:
+        return  # faster than the memory floor too: the warning below says why that can be
+    from kernelgraph.tools import roofline
+
+    verdict.sol = {**sol, "sol_ms": sol["memory_ms"], "bound": "memory",
+                   "reference_compute_pct": pct}  # fmt: skip
+    verdict.sol_pct = roofline.sol_pct(sol["memory_ms"], verdict.timing.kernel_ms)
+    verdict.warnings.append(
+        f"faster than the reference's {sol['flops']:.3g} FLOPs allow at peak ({pct:.0f}% of that "
+        "bound): the kernel computes the result with less arithmetic, so % of speed-of-light "
+        "counts only the inputs and outputs' memory traffic"
+    )
 
 
 _CPU_REMEASURED: set[int] = set()  # thread counts whose CPU peaks this process measured again
