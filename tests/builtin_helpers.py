@@ -91,7 +91,8 @@ def builtin_generator(
     from kernelgraph.tools.task import TaskSource
 
     source = TaskSource.read(task)
-    analysis = analyze_task(source, "cpu", cache=EvalCache(tmp_path / "cache"))
+    # the session's cache: a task's C++ and Triton tests share its analysis (keyed by source)
+    analysis = analyze_task(source, "cpu", cache=EvalCache())
     return Generator(analysis, dsl, device, policy, precision, source.effective_source)
 
 
@@ -111,7 +112,8 @@ def verify_forward(tmp_path: Path, dsl: str, forward: str, inputs: str, tweak=No
     kernel = tmp_path / "kernel.py"
     kernel.write_text(code)
     settings = EvalConfig(dsl=dsl, device="cpu", seeds=1, profile=False, policy="strict")
-    verdict = evaluate(task, kernel, settings, cache=EvalCache(tmp_path / "cache"), use_cache=False)
+    # a fresh verdict cache: it always evaluates (the task's reference store is the session's)
+    verdict = evaluate(task, kernel, settings, cache=EvalCache(tmp_path / "cache"))
     assert verdict.passed, verdict.message
     return code
 

@@ -32,7 +32,7 @@ def generate(task: Path, tmp_path: Path, policy: str = "strict", config=None) ->
 
 def verify(task: Path, kernel: Path, tmp_path: Path, policy: str = "strict"):
     config = EvalConfig(dsl="triton", device="cpu", seeds=1, profile=False, policy=policy)
-    return evaluate(task, kernel, config, cache=EvalCache(tmp_path / "cache"), use_cache=False)
+    return evaluate(task, kernel, config, cache=EvalCache(tmp_path / "cache"))
 
 
 X3 = "torch.randn(3, 5, 7)"

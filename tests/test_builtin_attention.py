@@ -41,7 +41,7 @@ CASES = {
 
 def verify(task: Path, kernel: Path, tmp_path: Path, dsl: str = "triton", precision="fp32"):
     config = EvalConfig(dsl=dsl, device="cpu", seeds=1, profile=False, precision=precision)
-    return evaluate(task, kernel, config, cache=EvalCache(tmp_path / "cache"), use_cache=False)
+    return evaluate(task, kernel, config, cache=EvalCache(tmp_path / "cache"))
 
 
 def write(generator, tmp_path: Path) -> Path:

@@ -54,7 +54,7 @@ def generate(task: Path, dsl: str, tmp_path: Path, policy: str = "strict", confi
 
 def verify(task: Path, kernel: Path, dsl: str, tmp_path: Path, policy: str = "strict"):
     config = EvalConfig(dsl=dsl, device="cpu", seeds=2, profile=False, policy=policy)
-    return evaluate(task, kernel, config, cache=EvalCache(tmp_path / "cache"), use_cache=False)
+    return evaluate(task, kernel, config, cache=EvalCache(tmp_path / "cache"))
 
 
 @pytest.mark.parametrize("dsl", ["triton", "cpp"])

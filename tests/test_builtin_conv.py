@@ -366,5 +366,5 @@ def test_a_few_tap_convolution_adds_exact_fma_outer_products(tmp_path, name):
     source = kernel.read_text()
     assert "tl.dot" not in source and source.count("_w_taps = ") == 1
     judge = EvalConfig(dsl="triton", device="cpu", seeds=1, profile=False)
-    verdict = evaluate(task, kernel, judge, cache=EvalCache(tmp_path / "cache"), use_cache=False)
+    verdict = evaluate(task, kernel, judge, cache=EvalCache(tmp_path / "cache"))
     assert verdict.passed, verdict.message

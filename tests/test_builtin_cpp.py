@@ -26,7 +26,7 @@ def generator(task: Path, tmp_path: Path) -> Generator:
 
 def verify(task: Path, kernel: Path, tmp_path: Path):
     config = EvalConfig(dsl="cpp", device="cpu", seeds=1, profile=False)
-    return evaluate(task, kernel, config, cache=EvalCache(tmp_path / "cache"), use_cache=False)
+    return evaluate(task, kernel, config, cache=EvalCache(tmp_path / "cache"))
 
 
 # name -> (forward, inputs, parameters, a fragment the generated C++ must contain)

@@ -79,7 +79,7 @@ def dsl(request) -> str:
 
 def verify(task: Path, kernel: Path, dsl: str, tmp_path: Path):
     config = EvalConfig(dsl=dsl, device="cpu", seeds=1, profile=False)
-    return evaluate(task, kernel, config, cache=EvalCache(tmp_path / "cache"), use_cache=False)
+    return evaluate(task, kernel, config, cache=EvalCache(tmp_path / "cache"))
 
 
 def write(task: Path, dsl: str, tmp_path: Path) -> tuple[Generator, Path]:

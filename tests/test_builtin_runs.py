@@ -58,7 +58,7 @@ def test_the_split_stage_verifies(tmp_path, triplet_task, dsl):
     kernel = tmp_path / "kernel.py"
     kernel.write_text(generator.code(generator.default_config()))
     config = EvalConfig(dsl=dsl, device="cpu", seeds=2, profile=False, policy="strict")
-    verdict = evaluate(triplet_task, kernel, config, EvalCache(tmp_path / "cache"), use_cache=False)
+    verdict = evaluate(triplet_task, kernel, config, EvalCache(tmp_path / "cache"))
     assert verdict.passed, verdict.message
 
 

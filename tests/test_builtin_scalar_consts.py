@@ -26,7 +26,7 @@ def generate(task: Path, dsl: str, tmp_path: Path) -> Path:
 
 def verify(task: Path, kernel: Path, dsl: str, tmp_path: Path):
     config = EvalConfig(dsl=dsl, device="cpu", seeds=1, profile=False)
-    return evaluate(task, kernel, config, cache=EvalCache(tmp_path / "cache"), use_cache=False)
+    return evaluate(task, kernel, config, cache=EvalCache(tmp_path / "cache"))
 
 
 WEIGHT = "self.w = nn.Parameter(torch.randn(16, 12) * 0.3)"

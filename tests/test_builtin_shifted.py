@@ -62,7 +62,7 @@ def _verify(task: Path, code: str, tmp_path: Path):
     kernel = tmp_path / "kernel.py"
     kernel.write_text(code)
     config = EvalConfig(dsl="triton", device="cpu", seeds=2, profile=False, policy="strict")
-    return evaluate(task, kernel, config, cache=EvalCache(tmp_path / "cache"), use_cache=False)
+    return evaluate(task, kernel, config, cache=EvalCache(tmp_path / "cache"))
 
 
 @pytest.mark.parametrize("split", [False, True], ids=["row_loop", "split_rows"])
@@ -103,7 +103,7 @@ def test_cpp_statistics_of_long_rows_in_one_sweep_verify(tmp_path, name):
     kernel = tmp_path / "kernel.py"
     kernel.write_text(generator.code())
     config = EvalConfig(dsl="cpp", device="cpu", seeds=2, profile=False, policy="strict")
-    verdict = evaluate(task, kernel, config, cache=EvalCache(tmp_path / "cache"), use_cache=False)
+    verdict = evaluate(task, kernel, config, cache=EvalCache(tmp_path / "cache"))
     assert verdict.passed, verdict.message
 
 
