@@ -17,6 +17,7 @@ from kernelgraph.tools.builtin.averaging import mark_averaged_convs
 from kernelgraph.tools.builtin.cpp_backend import CppBackend
 from kernelgraph.tools.builtin.errors import Unsupported
 from kernelgraph.tools.builtin.layouts import k_major_operands
+from kernelgraph.tools.builtin.linear_folds import fold_linear_reductions
 from kernelgraph.tools.builtin.module import render
 from kernelgraph.tools.builtin.program import Program, build_program
 from kernelgraph.tools.builtin.reference_init import InitUnavailable, ReferenceInit, extract
@@ -47,9 +48,11 @@ class Generator:
             known = ", ".join(sorted(BACKENDS))
             raise Unsupported(f"the {dsl} DSL", f"the builtin writes {known}")
         self.backend = BACKENDS[dsl](device, precision)
+        folded, fold_notes = fold_linear_reductions(analysis)
         self.program: Program = build_program(
-            analysis, policy, PRECISIONS[precision].dtype, self.backend.kernel_kinds
+            folded, policy, PRECISIONS[precision].dtype, self.backend.kernel_kinds
         )
+        self.program.notes += fold_notes
         for kernel in self.program.kernels:
             if not isinstance(kernel, self.backend.kernel_kinds):
                 raise Unsupported(f"a {kernel.kind} kernel in {dsl}",
