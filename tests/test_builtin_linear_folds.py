@@ -53,6 +53,11 @@ FOLDED = {
         "return (x @ self.weight.t() - 2.0).mean(-1, keepdim=True)",
         ("mean", 24),
     ),
+    "row_major_weights_scaled_per_column": (
+        f"self.w = nn.Parameter(torch.randn(32, 24))\n{SHIFT}",
+        "return (x @ self.w * self.shift).mean(-1)",
+        ("mean", 24),
+    ),
     "mean_over_rows_of_a_view": (
         LINEAR,
         "return self.fc(x).view(4, 4, 24).mean(dim=2)",

@@ -269,16 +269,20 @@ class _Emitter:
         overload = "Tensor" if isinstance(left, dict) else "Scalar"
         return self.add(f"aten.{name}.{overload}", POINTWISE, [left, right], list(shape))
 
-    def reduce_windows(self, ref: dict, reduce: str, k: int) -> dict:
-        """The last dim of `ref` reduced in windows of k: [..., N] -> [..., N / k] (kept as a
-        dim of 1 when k is N)."""
-        *lead, n = ref["shape"]
+    def reduce_windows(self, ref: dict, reduce: str, k: int, axis: int = -1) -> dict:
+        """Axis `axis` (the last, or the first of two) of `ref` reduced in windows of k: N ->
+        N / k, kept as a dim of 1 when k is N."""
+        shape = list(ref["shape"])
+        axis %= len(shape)
+        n = shape[axis]
         name = "aten.sum.dim_IntList" if reduce == "sum" else "aten.mean.dim"
         if k == n:
-            return self.add(name, REDUCTION, [ref, [len(lead)], True], [*lead, 1])
-        windows = self.add("aten.view.default", VIEW, [ref, [*lead, n // k, k]],
-                           [*lead, n // k, k])  # fmt: skip
-        return self.add(name, REDUCTION, [windows, [len(lead) + 1], False], [*lead, n // k])
+            kept = [*shape[:axis], 1, *shape[axis + 1 :]]
+            return self.add(name, REDUCTION, [ref, [axis], True], kept)
+        split = [*shape[:axis], n // k, k, *shape[axis + 1 :]]
+        windows = self.add("aten.view.default", VIEW, [ref, split], split)
+        reduced = [*shape[:axis], n // k, *shape[axis + 1 :]]
+        return self.add(name, REDUCTION, [windows, [axis + 1], False], reduced)
 
 
 def _bare(arg: Any) -> Any:
@@ -294,8 +298,11 @@ def _apply(analysis: dict[str, Any], fold: Fold) -> dict[str, Any]:
         shapes[ref["t"]] = shape
         return {**ref, "shape": list(shape)}
 
-    weights = sized(fold.b, [fold.kdim, fold.n])
-    for op in fold.chain:  # B's columns scaled as the GEMM's outputs are
+    # B's columns scaled as the GEMM's outputs are, then reduced in windows. A linear layer's
+    # B is W.t(): W's rows are reduced instead, each read along its contiguous length.
+    rows = _transposed_source(ops, fold.b, [fold.kdim, fold.n])
+    weights = sized(rows, [fold.n, fold.kdim]) if rows else sized(fold.b, [fold.kdim, fold.n])
+    for op in fold.chain:
         name = op_name(op)
         if name not in MULTIPLICATIVE:
             continue
@@ -304,8 +311,13 @@ def _apply(analysis: dict[str, Any], fold: Fold) -> dict[str, Any]:
             continue
         other, shape = _other_operand(op)
         factor = emit.flat(sized(other, shape)) if isinstance(other, dict) else other
+        if rows and isinstance(factor, dict):  # a factor a column of B is one a row of W
+            factor = emit.add("aten.view.default", VIEW, [factor, [*factor["shape"], 1]],
+                              [*factor["shape"], 1])  # fmt: skip
         weights = emit.pointwise(name, weights, factor)
-    folded = emit.reduce_windows(weights, fold.reduce, fold.k)
+    folded = emit.reduce_windows(weights, fold.reduce, fold.k, axis=0 if rows else -1)
+    if rows:
+        folded = emit.add("aten.t.default", VIEW, [folded], folded["shape"][::-1])
 
     constant = _constant(emit, fold, sized)
     columns = fold.n // fold.k
@@ -377,6 +389,24 @@ def _combine(emit: _Emitter, name: str, left: Any, right: Any) -> Any:
             return emit.pointwise("mul", reciprocal, left)
         left, right = right, left  # add and mul commute
     return emit.pointwise(name, left, right)
+
+
+def _transposed_source(ops: list[dict], ref: dict, shape: list[int]) -> dict | None:
+    """The 2-D tensor that `ref` views transposed (`W.t()`, `W.T`, `permute(1, 0)`), or None."""
+    label = ref.get("t", "")
+    if not LABEL.match(label) or len(shape) != 2:
+        return None
+    op = ops[int(label[3:])]
+    name, argv = op_name(op), op["argv"]
+    transposes = (
+        name == "t"
+        or (name == "permute" and len(argv) > 1 and argv[1] == [1, 0])
+        or (name == "transpose" and len(argv) > 2 and {argv[1] % 2, argv[2] % 2} == {0, 1})
+    )
+    source_shape = (op.get("arg_shapes") or [[]])[0]
+    if op.get("kind") != VIEW or not transposes or list(source_shape) != shape[::-1]:
+        return None
+    return argv[0] if isinstance(argv[0], dict) else None
 
 
 def _shape_of(new: list[dict], label: str, base: int) -> list[int]:
