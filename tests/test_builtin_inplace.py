@@ -41,3 +41,30 @@ def test_in_place_ops_whose_old_data_is_read_are_refused_by_name(tmp_path, name)
     body, op = REFUSED[name]
     with pytest.raises(Unsupported, match=op):
         generate(task(tmp_path, body), tmp_path)
+
+
+# A clone of an input is a view of it unless something writes either or returns the clone.
+CLONES = {
+    "residual_of_a_clone": (
+        "res = x.clone().detach()\nreturn self.fc(x).sum(1, keepdim=True) + res",
+        True,
+    ),
+    "clone_updated_out_of_place": ("y = x.clone()\ny.add_(1)\nreturn y * 2", True),
+    "clone_returned": ("return x.clone(), x * 2", False),
+    "clone_viewed_and_returned": ("return x.clone().view(-1)", False),
+    "clone_to_channels_last": (
+        "y = x.view(6, 2, 2, 2).clone(memory_format=torch.channels_last)\nreturn y + 1",
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CLONES))
+def test_a_clone_of_an_input_is_a_view_unless_written_or_returned(tmp_path, name):
+    body, alias = CLONES[name]
+    path = task(tmp_path, body)
+    kernel = generate(path, tmp_path)
+    forward = kernel.read_text().split("def forward")[-1]
+    assert ("_clone[" not in forward) == alias, forward
+    verdict = verify(path, kernel, tmp_path)
+    assert verdict.passed, verdict.message

@@ -13,6 +13,9 @@ nothing). `prepare_ops` rewrites the traced op list before the program groups it
 - a mean or summed NLL loss (cross-entropy's second half) becomes each row's loss, fused with
   the log-softmax before it, and their total (`losses.split_nll_loss`);
 - dropout in training mode becomes the identity (tools/builtin/random_ops.py);
+- a clone of a forward input that nothing writes and no output returns becomes a view of it
+  (level2/51's `x.clone().detach()` for a residual: a copy of the input, then a read of the
+  copy, where one read of the input does);
 - an in-place update of module state becomes its out-of-place op;
 - so does an in-place op on a tensor forward made (`nn.ReLU(inplace=True)`, `y.add_(1)`), when
   nothing reads that tensor's old value afterwards (through a view taken before, or as an
@@ -70,6 +73,10 @@ def prepare_ops(ops: list[dict[str, Any]], outputs: list[dict[str, Any]] = ()) -
         if op["op"] == "aten.cat":
             exclusive_scan(prepared.ops, i, outputs)
     prepared.notes += dropout_as_identity(prepared.ops)
+    for i, op in enumerate(prepared.ops):
+        if _clone_is_alias(prepared.ops, i, outputs):
+            prepared.ops[i] = {**op, "op": "aten.alias", "overload": "default", "kind": "view",
+                               "argv": op["argv"][:1], "kwargv": {}}  # fmt: skip
     last: dict[str, int] = {}
     for i, op in enumerate(prepared.ops):
         if op.get("state"):
@@ -97,6 +104,21 @@ def _out_of_place_is_safe(ops: list[dict[str, Any]], i: int, outputs) -> bool:
     later = [label for op in ops[i + 1 :] for label in op.get("reads") or []]
     later += [o["ref"]["t"] for o in outputs if "ref" in o]
     return all(resolve(label, ops) != data for label in later)
+
+
+def _clone_is_alias(ops: list[dict[str, Any]], i: int, outputs) -> bool:
+    """Whether op `i` clones a forward input, keeping its layout, that no op writes in place
+    (neither the input nor the copy) and that no output returns: then a view reads the same."""
+    op = ops[i]
+    layout = (op.get("kwargv") or {}).get("memory_format")
+    if op["op"] != "aten.clone" or layout not in (None, "torch.preserve_format"):
+        return False
+    source = resolve((op.get("reads") or [""])[0], ops)
+    if not source.startswith("in:") or len(op["argv"]) != 1:
+        return False
+    written = {resolve(o["reads"][0], ops) for o in ops if o["op"].endswith("_") and o.get("reads")}
+    returned = {resolve(o["ref"]["t"], ops) for o in outputs if "ref" in o}
+    return not ({source, f"op:{i}"} & (written | returned))
 
 
 def _tracked(op: dict[str, Any], has_stats: bool) -> bool:
