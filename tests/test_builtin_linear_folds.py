@@ -73,6 +73,7 @@ NOT_FOLDED = {
         LINEAR,
         "return nn.functional.avg_pool1d(self.fc(x).unsqueeze(1), 4, stride=2)",
     ),
+    "reshape_that_splits_the_columns": (LINEAR, "return self.fc(x).view(48, 8).sum(-1)"),
     "product_of_two_columns": (LINEAR, "y = self.fc(x)\nreturn (y * y).sum(dim=1)"),
     "shift_that_varies_by_row": (LINEAR, "return (self.fc(x) + x[:, :24]).sum(dim=1)"),
 }

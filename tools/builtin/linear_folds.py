@@ -89,6 +89,7 @@ def match(analysis: dict[str, Any], at: int) -> Fold | None:
     reduce, k, source = window
     readers = _readers(analysis)
     chain: list[dict] = []
+    views: list[dict] = []
     while True:
         if not isinstance(source, dict) or not LABEL.match(source.get("t", "")):
             return None
@@ -99,12 +100,15 @@ def match(analysis: dict[str, Any], at: int) -> Fold | None:
         if name in GEMMS:
             break
         if op.get("kind") == VIEW and op_name(op) in RESHAPES:
+            views.append(op)
             source = op["argv"][0]
             continue
         if op.get("kind") != POINTWISE or not _affine(op):
             return None
         chain.insert(0, op)
         source = _chain_operand(op)
+    if any(view["outs"][0]["shape"][-1:] != op["shape"][-1:] for view in views):
+        return None  # a reshape that moves N: rows no longer end where the GEMM's do
     return _fold(ops, at, op, reduce, k, chain)
 
 
@@ -126,8 +130,6 @@ def _fold(ops, at: int, gemm: dict, reduce: str, k: int, chain: list[dict]) -> F
         other, shape = _other_operand(op)
         if isinstance(other, dict) and not _along_n(shape, n, allow_scalar=True):
             return None
-    if not _reshapes_keep_rows(ops, at, n):
-        return None
     return Fold(at, reduce, k, m, n, kdim, gemm["argv"][first], gemm["argv"][first + 1], bias,
                 bias_shape, chain, list(ops[at]["outs"][0]["shape"]), gemm["dtype"])  # fmt: skip
 
@@ -221,20 +223,6 @@ def _along_n(shape: list[int], n: int, allow_scalar: bool) -> bool:
         return False
     last = shape[-1] if shape else 1
     return last == n or (allow_scalar and last == 1)
-
-
-def _reshapes_keep_rows(ops: list[dict], at: int, n: int) -> bool:
-    """Every view between the GEMM and the reduction keeps N as the last dim and the rows whole
-    (the GEMM's output is contiguous, so such a view only regroups rows)."""
-    source = ops[at]["argv"][0]
-    while LABEL.match(source.get("t", "")):
-        op = ops[int(source["t"][3:])]
-        if f"{op['op']}.{op['overload']}" in GEMMS:
-            return True
-        if op["outs"][0]["shape"][-1:] != [n]:
-            return False
-        source = op["argv"][0] if op.get("kind") == VIEW else _chain_operand(op)
-    return False
 
 
 class _Emitter:

@@ -32,7 +32,13 @@ def _strided_tile(kernel: FusedKernel) -> dict[str, Any]:
     block_r = min(next_pow2(kernel.rlen), 64)
     if any(r.kind.startswith("arg") for r in kernel.reductions):
         return {"BLOCK_K": min(next_pow2(kernel.rows), 128), "BLOCK_R": block_r, "num_warps": 8}
-    return {"BLOCK_K": min(next_pow2(kernel.rows), 64), "BLOCK_R": block_r, "num_warps": 4}
+    block_k = min(next_pow2(kernel.rows), 64)
+    # Few, long columns (a linear layer's weight reduced over its rows, [8192, 8192]): 64-wide
+    # tiles left fewer programs than SMs, each looping over megabytes; narrower, deeper tiles
+    # of the same size give every SM several (a 16-float line is still two full sectors).
+    while block_k > 16 and kernel.rows // block_k < 2 * SMS and block_r < next_pow2(kernel.rlen):
+        block_k, block_r = block_k // 2, block_r * 2
+    return {"BLOCK_K": block_k, "BLOCK_R": block_r, "num_warps": 4}
 
 
 def _streams_once(kernel: FusedKernel) -> bool:
@@ -89,7 +95,8 @@ def tunables(kernel: FusedKernel, gpu: bool) -> dict[str, list[Any]]:
         ks = [k for k in (16, 32, 64, 128) if k * block_r <= 2 * STRIDED_TILE]
         return {"BLOCK_K": ks, "num_warps": [4, 8, 16]}
     if kernel.inner > 1:
-        return {"BLOCK_K": [32, 64, 128], "BLOCK_R": [8, 16, 32, 64], "num_warps": [4, 8]}
+        return {"BLOCK_K": [16, 32, 64, 128], "BLOCK_R": [8, 16, 32, 64, 128, 256],
+                "num_warps": [4, 8]}  # fmt: skip
     if kernel.rlen > MAX_PERSISTENT_R:
         if triton_resident.fits(kernel, SMS):
             return {"RESIDENT": [True, False], "BLOCK_R": [4096, 8192, 16384],
