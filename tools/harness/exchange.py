@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +54,15 @@ def read_message() -> dict:
 
 
 def write_json(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(".partial")
-    tmp.write_text(json.dumps(data, default=repr))
-    os.replace(tmp, path)
+    """Atomically: a reader sees the old file or the new one. The temporary name is the
+    writer's own (process and thread), so two writers of one key (two runs analysing the same
+    task) cannot rename each other's file away."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.partial")
+    try:
+        tmp.write_text(json.dumps(data, default=repr))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def read_json(path: Path) -> dict | None:
