@@ -50,8 +50,30 @@ def test_a_gpu_run_starts_strided_rows_at_the_tile_measured_fastest_for_its_redu
     tmp_path, name, tile
 ):
     """On the H200 a dim-1 mean ran 2.5x slower in the argmin's best tile than in its own
-    (benchmarks/RESULTS.md): the default follows whether positions are carried."""
-    task = task_file(tmp_path, CASES[name], "torch.randn(4, 300, 200)")
+    (benchmarks/RESULTS.md): the default follows whether positions are carried. 25600 columns:
+    64-wide tiles already give every SM more than two programs."""
+    task = task_file(tmp_path, CASES[name], "torch.randn(128, 300, 200)")
+    config = builtin_generator(task, "triton", tmp_path, device="cuda").default_config()
+    (params,) = config.values()
+    assert (params["BLOCK_K"], params["BLOCK_R"], params["num_warps"]) == tile
+
+
+@pytest.mark.parametrize(
+    ("shape", "tile"),
+    [
+        ("torch.randn(4, 300, 200)", (16, 256, 8)),  # 800 columns: 13 tiles of 64
+        ("torch.randn(64, 300, 200)", (32, 128, 8)),  # 12800: 200 tiles of 64, 400 of 32
+        ("torch.randn(128, 300, 200)", (64, 64, 4)),  # 25600: 400 tiles of 64 fill the GPU
+        (
+            "torch.randn(1, 8192, 8192)",
+            (16, 256, 8),
+        ),  # a linear layer's weight reduced over its rows
+    ],
+)
+def test_few_strided_columns_take_narrower_deeper_tiles_on_a_gpu(tmp_path, shape, tile):
+    """A 64-wide tile over few columns left fewer programs than SMs, each looping over
+    megabytes; narrower tiles of the same size (down to 16 columns) give every SM several."""
+    task = task_file(tmp_path, "torch.sum(x, dim=1)", shape)
     config = builtin_generator(task, "triton", tmp_path, device="cuda").default_config()
     (params,) = config.values()
     assert (params["BLOCK_K"], params["BLOCK_R"], params["num_warps"]) == tile

@@ -36,9 +36,11 @@ def _strided_tile(kernel: FusedKernel) -> dict[str, Any]:
     # Few, long columns (a linear layer's weight reduced over its rows, [8192, 8192]): 64-wide
     # tiles left fewer programs than SMs, each looping over megabytes; narrower, deeper tiles
     # of the same size give every SM several (a 16-float line is still two full sectors).
+    # With 8 warps: an H100 reduced a [8192, 8192] weight's rows in 104 us, against 115 with 4.
+    warps = 4
     while block_k > 16 and kernel.rows // block_k < 2 * SMS and block_r < next_pow2(kernel.rlen):
-        block_k, block_r = block_k // 2, block_r * 2
-    return {"BLOCK_K": block_k, "BLOCK_R": block_r, "num_warps": 4}
+        block_k, block_r, warps = block_k // 2, block_r * 2, 8
+    return {"BLOCK_K": block_k, "BLOCK_R": block_r, "num_warps": warps}
 
 
 def _streams_once(kernel: FusedKernel) -> bool:
