@@ -190,6 +190,15 @@ class GemmKernel:
     def flops(self) -> int:
         return 2 * self.batch * self.m * self.n * self.k
 
+    def span(self, side: str) -> int:
+        """Elements from operand `side`'s ("a" or "b") first to its last one the kernel reads,
+        gaps included."""
+        operand, sizes = {"a": (self.a, (self.m, self.k)), "b": (self.b, (self.k, self.n))}[side]
+        sizes = (self.batch, *sizes)
+        return 1 + sum(
+            (size - 1) * stride for size, stride in zip(sizes, operand.strides, strict=True)
+        )
+
     def describe(self) -> str:
         batch = f"{self.batch} x " if self.batch > 1 else ""
         return f"{self.name}: GEMM {batch}[{self.m}x{self.k}] @ [{self.k}x{self.n}] with a fused epilogue"

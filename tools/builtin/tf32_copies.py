@@ -1,10 +1,12 @@
-"""Convolution operands rounded to TF32 once per forward, before the tf32rn/tf32rna products.
+"""Operands rounded or split to TF32 once per forward, ahead of the tensor-core products.
 
-Those reproduce cuDNN's TF32: each operand rounded to nearest (ties to even, or away from zero),
-then one TF32 product. Rounding inside the K loop costs every program every step, so the launch rounds
-operands ahead: the weights in place of their layout (`rounded_copy`) and the input while it
-is copied channels-last anyway (`channels_last_copy`, tools/builtin/layouts.py). Both are
-Triton kernels: the same rounding in torch ops is compute the strict policy forbids.
+Convolutions' tf32rn/tf32rna reproduce cuDNN's TF32: each operand rounded to nearest (ties to
+even, or away from zero), then one TF32 product. Rounding inside the K loop costs every program
+every step, so the launch rounds operands ahead: the weights in place of their layout
+(`rounded_copy`) and the input while it is copied channels-last anyway (`channels_last_copy`,
+tools/builtin/layouts.py). GEMMs' tf32x3_presplit (tools/builtin/triton_gemm.py) splits each
+operand ahead into a TF32 high part and the TF32-rounded rest (`split_copy`). All are Triton
+kernels: the same rounding in torch ops is compute the strict policy forbids.
 """
 
 from __future__ import annotations
@@ -42,11 +44,26 @@ def _channels_last(src, dst, channels, positions, position_tiles,
     tl.store(dst + base + p[None, :] * channels + c[:, None], ROUNDED, mask=ok)
 """
 
+# hi: x truncated to TF32 (cannot overflow to inf, as rounding up from the largest float would);
+# lo: the exact rest x - hi, rounded to nearest TF32 (0 for an infinite x, whose rest is NaN).
+# hi + lo is x within 2^-22 of |x|, and both are exact TF32 values, which a TF32 product reads
+# without loss.
+_SPLIT_KERNEL = """@triton.jit
+def _split_tf32(src, dst, span, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(src + offs, mask=offs < span)
+    hi = (x.to(tl.uint32, bitcast=True) & 0xFFFFE000).to(tl.float32, bitcast=True)
+    rest = tl.where(hi == x, 0.0, x - hi)
+    tl.store(dst + offs, hi, mask=offs < span)
+    tl.store(dst + span + offs, LOW, mask=offs < span)
+"""
+
 HELPERS = {
     f"{name}_{dot}": text.replace(name, f"{name}_{dot}").replace("ROUNDED", rounding.format(x="x"))
     for dot, rounding in ROUNDINGS.items()
     for name, text in (("_round", _ROUND_KERNEL), ("_channels_last", _CHANNELS_LAST_KERNEL))
 }
+HELPERS["_split_tf32"] = _SPLIT_KERNEL.replace("LOW", ROUNDINGS["tf32rna"].format(x="rest"))
 
 
 def rounded_copy(source: str, copy: str, dot: str) -> list[str]:
@@ -57,6 +74,17 @@ def rounded_copy(source: str, copy: str, dot: str) -> list[str]:
         f"device={source}.device, dtype=torch.float32)",
         f"{span} = 1 + sum((n - 1) * s for n, s in zip({source}.shape, {source}.stride()))",
         f"_round_{dot}[(triton.cdiv({span}, {ROUND_BLOCK}),)]({source}, {copy}, {span}, "
+        f"BLOCK={ROUND_BLOCK})",
+    ]
+
+
+def split_copy(source: str, copy: str, span: int) -> list[str]:
+    """Lines that make `copy`: the `span` elements from `source`'s first, split in two TF32
+    parts, the high ones at `copy` and the rest `span` elements later, each in `source`'s
+    strides (so a kernel reads both at the offsets it read `source` at)."""
+    return [
+        f"{copy} = torch.empty(({2 * span},), device={source}.device, dtype=torch.float32)",
+        f"_split_tf32[(triton.cdiv({span}, {ROUND_BLOCK}),)]({source}, {copy}, {span}, "
         f"BLOCK={ROUND_BLOCK})",
     ]
 

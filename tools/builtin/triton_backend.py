@@ -21,6 +21,7 @@ from kernelgraph.tools.builtin import (
     triton_conv_direct,
     triton_emit,
     triton_fused,
+    triton_gemm,
     triton_gemv,
     triton_pool,
     triton_resident,
@@ -44,13 +45,11 @@ from kernelgraph.tools.builtin.triton_fused import (
     SMS,
     strided_persistent,
 )
+from kernelgraph.tools.builtin.triton_gemm import GEMM_DOTS
 
 # Rows this long are split across programs even when there are many (H200, group norm over
 # [112, 64, 512, 512] in 8 groups: 6.35 ms one program a group, 5.53 split)
 SPLIT_R = 1 << 19
-# fp32 products, fastest first: three TF32 tensor-core products per fp32 one (fp32-accurate,
-# several times the FMA rate), then IEEE FMAs. torch's fp32 matmuls are IEEE at both precisions.
-GEMM_DOTS = ("tf32x3", "ieee")
 # Convolutions at fp32 are judged against cuDNN with PyTorch's default flags, TF32 on: one TF32
 # product with operands rounded to nearest as cuDNN's kernel rounds them (ties to even,
 # "tf32rn", or away, "tf32rna": triton_conv.cudnn_roundings) reproduces that reference; tf32x3
@@ -150,39 +149,15 @@ def _partial_grid(kernel: PartialReduction, config: Config) -> str:
 
 
 def _gemm_default(backend: TritonBackend, kernel: GemmKernel) -> Config:
-    if triton_gemv.is_gemv(kernel):
-        return triton_gemv.default(kernel, backend.gpu)
-    dot = {"DOT": GEMM_DOTS[0]} if backend.fp32 else {}
-    if not backend.gpu:
-        return {"BLOCK_M": min(next_pow2(kernel.m), 64), "BLOCK_N": min(next_pow2(kernel.n), 64),
-                "BLOCK_K": min(next_pow2(kernel.k), 64), "GROUP_M": 8, **dot, "num_warps": 1,
-                "num_stages": 1}  # fmt: skip
-    wide = backend.precision in ("fp16", "bf16")
-    # split-K (K >> M, N): 64-deep fp32 blocks, 1.78 ms against 1.95 at 32 (level1/6, H200)
-    deep = wide or kernel.split_k > 1
-    return {"BLOCK_M": 128, "BLOCK_N": 256 if wide else 128, "BLOCK_K": 64 if deep else 32,
-            "GROUP_M": 8, **dot, "num_warps": 8, "num_stages": 3}  # fmt: skip
+    return triton_gemm.default(kernel, backend.gpu, backend.precision, backend.fp32)
 
 
 def _gemm_tunables(backend: TritonBackend, kernel: GemmKernel) -> Tunables:
-    if not backend.gpu:
-        return {}
-    if triton_gemv.is_gemv(kernel):
-        return triton_gemv.tunables(kernel)
-    dot = {"DOT": list(GEMM_DOTS)} if backend.fp32 else {}
-    return {**dot, "BLOCK_M": [64, 128], "BLOCK_N": [64, 128, 256], "BLOCK_K": [32, 64],
-            "num_warps": [4, 8], "num_stages": [3, 4, 5]}  # fmt: skip
+    return triton_gemm.tunables(kernel, backend.gpu, backend.fp32)
 
 
 def _gemm_source(backend: TritonBackend, kernel: GemmKernel, config: Config) -> str:
-    return triton_emit.gemm_source(kernel, backend.gpu, backend._dot())
-
-
-def _gemm_grid(kernel: GemmKernel, config: Config) -> str:
-    return (
-        f"(triton.cdiv({kernel.m}, {config['BLOCK_M']}) * "
-        f"triton.cdiv({kernel.n}, {config['BLOCK_N']}), {kernel.batch}, {kernel.split_k})"
-    )
+    return triton_gemm.gemm_source(kernel, backend.gpu, backend._dot())
 
 
 def _fused_default(backend: TritonBackend, kernel: FusedKernel) -> Config:
@@ -200,7 +175,7 @@ def _fused_source(backend: TritonBackend, kernel: FusedKernel, config: Config) -
 FAMILIES: dict[type, Family] = {
     FusedKernel: Family(_fused_default, _fused_tunables, _fused_source,
                         _launch_over(triton_fused.grid)),
-    GemmKernel: Family(_gemm_default, _gemm_tunables, _gemm_source, _launch_over(_gemm_grid)),
+    GemmKernel: Family(_gemm_default, _gemm_tunables, _gemm_source, triton_gemm.launch),
     # configs from before BLOCKS read one chunk
     PartialReduction: Family(_partial_default, _partial_tunables, _partial_source,
                              _launch_over(_partial_grid, BLOCKS=1)),

@@ -1,4 +1,4 @@
-"""Triton source shared by the builtin's kernels, and its pointwise kernels and tiled GEMM.
+"""Triton source shared by the builtin's kernels, and its pointwise kernels.
 
 One function per kernel kind, each in the shape of the Triton tutorials: program ids → offsets
 → masks → loads → math in fp32 → stores. Sizes are baked in as constants (the builtin
@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import math
 
-from kernelgraph.tools.builtin import triton_gemv
 from kernelgraph.tools.builtin.expr import Load, var, walk
-from kernelgraph.tools.builtin.kernels import FusedKernel, GemmKernel
+from kernelgraph.tools.builtin.kernels import FusedKernel
 from kernelgraph.tools.builtin.printer import Printer, operator_or_call
 
 INT32_LIMIT = 2**31 - 1
@@ -193,78 +192,3 @@ def pointwise_source(kernel: FusedKernel, gpu: bool) -> str:
         body += printer.take()
         body.append(f"tl.store({store.arg} + idx, {value}, mask=mask)")
     return "\n".join([_signature(kernel, ["BLOCK"]), *_indent(body)])
-
-
-def _k_range(kernel: GemmKernel) -> list[str]:
-    """The K loop: all of K, or this program's share of it under split-K (grid axis 2)."""
-    if kernel.split_k == 1:
-        return [f"k_end = {kernel.k}", "for kk in range(0, tl.cdiv(k_end, BLOCK_K)):"]
-    chunk = -(-kernel.k // kernel.split_k)
-    return [
-        f"k_first = tl.program_id(2) * {chunk}",
-        f"k_end = tl.minimum({kernel.k} - k_first, {chunk})",
-        "a_ptr += k_first * " + str(kernel.a.strides[2]),
-        "b_ptr += k_first * " + str(kernel.b.strides[1]),
-        "for kk in range(0, tl.cdiv(k_end, BLOCK_K)):",
-    ]
-
-
-def gemm_source(kernel: GemmKernel, gpu: bool, input_precision: str | None) -> str:
-    """`input_precision`: Python source for tl.dot's argument ('"tf32"', or "DOT" for the
-    constexpr tuning parameter), None for the dtype's default."""
-    # Epilogue operands stay at offsets of idx here: read per column (tools/builtin/tile_offsets.py)
-    # they made no GEMM faster and three with N = K = 32768 5% slower (benchmarks/RESULTS.md).
-    printer = Printer(TritonSyntax(gpu))
-    constexprs = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"]
-    if triton_gemv.is_gemv(kernel):
-        body = triton_gemv.body(kernel, _k_range(kernel))
-    else:
-        body = _gemm_body(kernel, input_precision)
-        if input_precision == "DOT":  # a tuning parameter: "tf32x3" or "ieee"
-            constexprs.append("DOT")
-    body += [
-        f"idx = (bid * {kernel.m} + rm[:, None]) * {kernel.n} + rn[None, :]",
-        f"mask = (rm[:, None] < {kernel.m}) & (rn[None, :] < {kernel.n})",
-    ]
-    if kernel.batch * kernel.m * kernel.n > INT32_LIMIT:
-        body[-2] = body[-2].replace("(bid *", "(bid.to(tl.int64) *")
-    if kernel.split_k > 1:
-        body.append(f"tl.atomic_add({kernel.inputs[-1]} + idx, acc, mask=mask)")
-    for store in kernel.stores:
-        value = printer.value(store.value)
-        body += printer.take() + [f"tl.store({store.arg} + idx, {value}, mask=mask)"]
-    return "\n".join([_signature(kernel, constexprs), *_indent(body)])
-
-
-def _gemm_body(kernel: GemmKernel, input_precision: str | None) -> list[str]:
-    """Grouped tiles on tensor cores, up to the accumulator `acc`."""
-    a, b = kernel.a, kernel.b
-    return [
-        "pid = tl.program_id(0)",
-        "bid = tl.program_id(1)",
-        f"num_m = tl.cdiv({kernel.m}, BLOCK_M)",
-        f"num_n = tl.cdiv({kernel.n}, BLOCK_N)",
-        "per_group = GROUP_M * num_n",
-        "first_m = (pid // per_group) * GROUP_M",
-        "size_m = min(num_m - first_m, GROUP_M)",
-        "pid_m = first_m + (pid % per_group) % size_m",
-        "pid_n = (pid % per_group) // size_m",
-        "rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
-        "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
-        "rk = tl.arange(0, BLOCK_K)",
-        f"am = rm % {kernel.m}",
-        f"bn = rn % {kernel.n}",
-        f"a_ptr = {a.arg} + bid * {a.strides[0]} + am[:, None] * {a.strides[1]}"
-        f" + rk[None, :] * {a.strides[2]}",
-        f"b_ptr = {b.arg} + bid * {b.strides[0]} + rk[:, None] * {b.strides[1]}"
-        f" + bn[None, :] * {b.strides[2]}",
-        "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
-        *_k_range(kernel),
-        "    kmask = rk < k_end - kk * BLOCK_K",
-        "    a = tl.load(a_ptr, mask=kmask[None, :], other=0.0)",
-        "    b = tl.load(b_ptr, mask=kmask[:, None], other=0.0)",
-        "    acc = tl.dot(a, b, acc"
-        + (f", input_precision={input_precision})" if input_precision else ")"),
-        f"    a_ptr += BLOCK_K * {a.strides[2]}",
-        f"    b_ptr += BLOCK_K * {b.strides[1]}",
-    ]

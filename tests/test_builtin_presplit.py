@@ -1,0 +1,105 @@
+"""GEMMs whose operands the launch splits into TF32 parts once (tf32x3_presplit), on the CPU:
+which GEMMs start with it, the split kernel's parts, and a split GEMM verified by the real
+harness under the Triton interpreter."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+
+import pytest
+from builtin_helpers import builtin_generator, task_file
+
+from kernelgraph.tools.builtin.tf32_copies import HELPERS
+from kernelgraph.tools.builtin.triton_gemm import PRESPLIT
+from kernelgraph.tools.harness.cache import EvalCache
+from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.evaluate import evaluate
+
+BIG = "torch.randn(512, 64), torch.randn(64, 512)"
+
+
+def _gemm_dots(tmp_path, forward: str, inputs: str, device: str = "cuda", precision="fp32"):
+    task = task_file(tmp_path, forward, inputs)
+    gen = builtin_generator(task, "triton", tmp_path, device=device, precision=precision)
+    default, spaces = gen.default_config(), gen.tunables()
+    gemm = next(name for name, config in default.items() if "BLOCK_M" in config)
+    return default[gemm].get("DOT"), spaces.get(gemm, {}).get("DOT")
+
+
+@pytest.mark.parametrize(
+    ("forward", "inputs", "device", "dots"),
+    [
+        ("x @ y", BIG, "cuda", [PRESPLIT, "tf32x3", "ieee"]),
+        ("torch.relu(x @ y) * 2", BIG, "cuda", [PRESPLIT, "tf32x3", "ieee"]),
+        # each element of y is reused by 256 rows only: splitting it costs more than it saves
+        ("x @ y", "torch.randn(256, 64), torch.randn(64, 512)", "cuda", ["tf32x3", "ieee"]),
+        # one 32-deep K step splits each tile once in the loop too
+        ("x @ y", "torch.randn(512, 32), torch.randn(32, 512)", "cuda", ["tf32x3", "ieee"]),
+        # the epilogue reads x itself, which the split copy replaces
+        ("x @ x + x", "torch.randn(512, 512)", "cuda", ["tf32x3", "ieee"]),
+        ("x @ y", BIG, "cpu", None),  # the interpreter: nothing to tune, no copies to pay
+    ],
+)
+def test_gemms_split_their_operands_ahead_where_both_are_reused_enough(
+    tmp_path, forward, inputs, device, dots
+):
+    default, space = _gemm_dots(tmp_path, forward, inputs, device)
+    assert space == dots
+    assert default == (dots[0] if dots else "tf32x3")
+
+
+def test_other_precisions_have_no_split(tmp_path):
+    assert _gemm_dots(tmp_path, "x @ y", BIG, precision="tf32") == (None, None)
+
+
+def test_the_split_parts_are_exact_tf32_values_that_sum_to_the_input():
+    """The split kernel on the Triton interpreter: high parts truncated (the largest float stays
+    finite), low parts the rounded rest, both with TF32's 10-bit mantissa, and high + low within
+    2^-21 of the input, relative (one TF32 part alone is off by up to 2^-10)."""
+    script = f"""
+import torch, triton, triton.language as tl
+{HELPERS["_split_tf32"]}
+torch.manual_seed(0)
+x = torch.cat([torch.randn(4000) * 1e3, torch.tensor([3.4028234e38, -1.0000001, 1e-30, 0.0])])
+parts = torch.empty(2 * x.numel())
+_split_tf32[(triton.cdiv(x.numel(), 1024),)](x, parts, x.numel(), BLOCK=1024)
+hi, lo = parts[: x.numel()], parts[x.numel():]
+bits = parts.view(torch.int32) & 0x1FFF
+ok = x != 0
+rest = ((hi.double() + lo.double() - x.double()).abs() / x.double().abs())[ok].max().item()
+alone = ((hi.double() - x.double()).abs() / x.double().abs())[ok].max().item()
+print([int(bits.abs().max()), bool(torch.isfinite(parts).all()), rest, alone])
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env={**os.environ, "TRITON_INTERPRET": "1"}, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    low_bits, finite, rest, alone = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    assert low_bits == 0 and finite
+    assert rest <= 2.0**-21 < alone
+
+
+def test_a_split_gemm_verifies_under_the_harness_at_fp32(tmp_path):
+    """As a GPU run writes it, on the Triton interpreter: both operands split by one launch
+    each, each K step's three products of the parts added into the accumulator. fp32's
+    tolerance fails a product of the high parts alone (off by about 1e-2 here), so passing needs
+    the low parts too."""
+    task = task_file(
+        tmp_path, "torch.relu(x @ y) + 1", "torch.randn(512, 64), torch.randn(64, 640)"
+    )
+    gen = builtin_generator(task, "triton", tmp_path, device="cuda")
+    default = gen.default_config()
+    config = {
+        name: {**c, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32} for name, c in default.items()
+    }
+    assert {c.get("DOT") for c in config.values()} == {PRESPLIT}
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(gen.code(config))
+    source = kernel.read_text()
+    assert source.count("_split_tf32[") == 2
+    assert source.count('input_precision="tf32")') == 3 and "acc += tl.dot(a, b, part" in source
+    judge = EvalConfig(dsl="triton", device="cpu", seeds=2, profile=False)
+    verdict = evaluate(task, kernel, judge, cache=EvalCache(tmp_path / "cache"), use_cache=False)
+    assert verdict.passed, verdict.message

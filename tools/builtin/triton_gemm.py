@@ -1,0 +1,186 @@
+"""The Triton backend's GEMM family: default config, tunables, source and launch.
+
+fp32 products run on tensor cores as three TF32 products. Triton's `tf32x3` splits each operand
+tile into a TF32 high part and a low part inside the K loop, in every program at every step;
+`tf32x3_presplit` has the launch split each operand once (tf32_copies.split_copy: the high
+parts, then the rest), and its K loop is three plain TF32 products of exact TF32 values. The
+split costs 12 bytes of traffic per operand element, so it is offered only where every element
+of both operands is reused at least MIN_REUSE times (the other side's length), as the K-major
+copy is (tools/builtin/layouts.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernelgraph.tools.builtin import tf32_copies, triton_gemv
+from kernelgraph.tools.builtin.expr import loads
+from kernelgraph.tools.builtin.kernels import GemmKernel, next_pow2
+from kernelgraph.tools.builtin.layouts import MIN_REUSE
+from kernelgraph.tools.builtin.printer import Printer
+from kernelgraph.tools.builtin.triton_emit import INT32_LIMIT, TritonSyntax, _indent, _signature
+
+PRESPLIT = "tf32x3_presplit"
+# one 32-deep K step splits each tile once either way: level1/9 (K = 32) ran 1.99 ms split ahead,
+# 1.76 ms with tf32x3 (H100); K = 64 (level1/7) gained
+MIN_K = 64
+# fp32 products, fastest first: three TF32 tensor-core products per fp32 one (fp32-accurate,
+# several times the FMA rate), then IEEE FMAs. torch's fp32 matmuls are IEEE at both precisions.
+GEMM_DOTS = ("tf32x3", "ieee")
+
+
+def presplit_applies(kernel: GemmKernel, gpu: bool) -> bool:
+    """Whether the launch may split the operands ahead: on a GPU, a tiled (not GEMV, not
+    split-K) product of at least two K steps whose two operands are distinct tensors, both
+    reused enough, neither also read by the epilogue (which needs the tensor itself)."""
+    if not gpu or triton_gemv.is_gemv(kernel) or kernel.split_k > 1:
+        return False
+    read_by_epilogue = {ld.tensor for s in kernel.stores for ld in loads(s.value)}
+    operands = {kernel.a.arg, kernel.b.arg}
+    return (
+        len(operands) == 2
+        and not operands & read_by_epilogue
+        and min(kernel.m, kernel.n) >= MIN_REUSE
+        and kernel.k >= MIN_K
+    )
+
+
+def dots(kernel: GemmKernel, gpu: bool) -> tuple[str, ...]:
+    """The DOT values a GEMM at fp32 may use, fastest first."""
+    return (PRESPLIT, *GEMM_DOTS) if presplit_applies(kernel, gpu) else GEMM_DOTS
+
+
+def default(kernel: GemmKernel, gpu: bool, precision: str, fp32: bool) -> dict[str, Any]:
+    if triton_gemv.is_gemv(kernel):
+        return triton_gemv.default(kernel, gpu)
+    dot = {"DOT": dots(kernel, gpu)[0]} if fp32 else {}
+    if not gpu:
+        return {"BLOCK_M": min(next_pow2(kernel.m), 64), "BLOCK_N": min(next_pow2(kernel.n), 64),
+                "BLOCK_K": min(next_pow2(kernel.k), 64), "GROUP_M": 8, **dot, "num_warps": 1,
+                "num_stages": 1}  # fmt: skip
+    wide = precision in ("fp16", "bf16")
+    # split-K (K >> M, N): 64-deep fp32 blocks, 1.78 ms against 1.95 at 32 (level1/6, H200)
+    deep = wide or kernel.split_k > 1
+    return {"BLOCK_M": 128, "BLOCK_N": 256 if wide else 128, "BLOCK_K": 64 if deep else 32,
+            "GROUP_M": 8, **dot, "num_warps": 8, "num_stages": 3}  # fmt: skip
+
+
+def tunables(kernel: GemmKernel, gpu: bool, fp32: bool) -> dict[str, list[Any]]:
+    if not gpu:
+        return {}
+    if triton_gemv.is_gemv(kernel):
+        return triton_gemv.tunables(kernel)
+    dot = {"DOT": list(dots(kernel, gpu))} if fp32 else {}
+    return {**dot, "BLOCK_M": [64, 128], "BLOCK_N": [64, 128, 256], "BLOCK_K": [32, 64],
+            "num_warps": [4, 8], "num_stages": [3, 4, 5]}  # fmt: skip
+
+
+def launch(kernel: GemmKernel, args: list[str], config: dict[str, Any]) -> list[str]:
+    """The launch, after the operands' split copies under tf32x3_presplit."""
+    lines, args = [], list(args)
+    if config.get("DOT") == PRESPLIT:
+        for side, operand in (("a", kernel.a), ("b", kernel.b)):
+            slot, copy = kernel.inputs.index(operand.arg), f"{kernel.name}_{side}_split"
+            lines += tf32_copies.split_copy(args[slot], copy, kernel.span(side))
+            args[slot] = copy
+    grid = (f"(triton.cdiv({kernel.m}, {config['BLOCK_M']}) * "
+            f"triton.cdiv({kernel.n}, {config['BLOCK_N']}), {kernel.batch}, {kernel.split_k})")  # fmt: skip
+    options = ", ".join(f"{k}={v!r}" for k, v in config.items())
+    return [*lines, f"{kernel.name}[{grid}]({', '.join(args)}, {options})"]
+
+
+def _k_range(kernel: GemmKernel) -> list[str]:
+    """The K loop: all of K, or this program's share of it under split-K (grid axis 2)."""
+    if kernel.split_k == 1:
+        return [f"k_end = {kernel.k}", "for kk in range(0, tl.cdiv(k_end, BLOCK_K)):"]
+    chunk = -(-kernel.k // kernel.split_k)
+    return [
+        f"k_first = tl.program_id(2) * {chunk}",
+        f"k_end = tl.minimum({kernel.k} - k_first, {chunk})",
+        "a_ptr += k_first * " + str(kernel.a.strides[2]),
+        "b_ptr += k_first * " + str(kernel.b.strides[1]),
+        "for kk in range(0, tl.cdiv(k_end, BLOCK_K)):",
+    ]
+
+
+def gemm_source(kernel: GemmKernel, gpu: bool, input_precision: str | None) -> str:
+    """`input_precision`: Python source for tl.dot's argument ('"tf32"', or "DOT" for the
+    constexpr tuning parameter), None for the dtype's default."""
+    # Epilogue operands stay at offsets of idx here: read per column (tools/builtin/tile_offsets.py)
+    # they made no GEMM faster and three with N = K = 32768 5% slower (benchmarks/RESULTS.md).
+    printer = Printer(TritonSyntax(gpu))
+    constexprs = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"]
+    if triton_gemv.is_gemv(kernel):
+        body = triton_gemv.body(kernel, _k_range(kernel))
+    else:
+        body = _gemm_body(kernel, input_precision, presplit_applies(kernel, gpu))
+        if input_precision == "DOT":  # a tuning parameter (GEMM_DOTS, PRESPLIT)
+            constexprs.append("DOT")
+    body += [
+        f"idx = (bid * {kernel.m} + rm[:, None]) * {kernel.n} + rn[None, :]",
+        f"mask = (rm[:, None] < {kernel.m}) & (rn[None, :] < {kernel.n})",
+    ]
+    if kernel.batch * kernel.m * kernel.n > INT32_LIMIT:
+        body[-2] = body[-2].replace("(bid *", "(bid.to(tl.int64) *")
+    if kernel.split_k > 1:
+        body.append(f"tl.atomic_add({kernel.inputs[-1]} + idx, acc, mask=mask)")
+    for store in kernel.stores:
+        value = printer.value(store.value)
+        body += printer.take() + [f"tl.store({store.arg} + idx, {value}, mask=mask)"]
+    return "\n".join([_signature(kernel, constexprs), *_indent(body)])
+
+
+def _products(kernel: GemmKernel, input_precision: str | None, presplit: bool) -> list[str]:
+    """One K step's products into `acc`. Under tf32x3_presplit (a constexpr branch, compiled
+    only when DOT is it) each operand's low parts lie its span after its high ones, and the
+    step's three products go into a fresh accumulator that an fp32 add takes into `acc`, as
+    Triton's tf32x3 does: tensor cores add into an accumulator with truncation, and running all
+    three into `acc` made errors 10-25x larger (level1/2 0.36 against 0.013, H100)."""
+    one = "acc = tl.dot(a, b, acc" + (
+        f", input_precision={input_precision})" if input_precision else ")"
+    )
+    if not (presplit and input_precision == "DOT"):
+        return [one]
+    return [
+        f'if DOT == "{PRESPLIT}":',
+        f"    a_lo = tl.load(a_ptr + {kernel.span('a')}, mask=kmask[None, :], other=0.0)",
+        f"    b_lo = tl.load(b_ptr + {kernel.span('b')}, mask=kmask[:, None], other=0.0)",
+        '    part = tl.dot(a_lo, b, tl.zeros_like(acc), input_precision="tf32")',
+        '    part = tl.dot(a, b_lo, part, input_precision="tf32")',
+        '    acc += tl.dot(a, b, part, input_precision="tf32")',
+        "else:",
+        f"    {one}",
+    ]
+
+
+def _gemm_body(kernel: GemmKernel, input_precision: str | None, presplit: bool) -> list[str]:
+    """Grouped tiles on tensor cores, up to the accumulator `acc`."""
+    a, b = kernel.a, kernel.b
+    return [
+        "pid = tl.program_id(0)",
+        "bid = tl.program_id(1)",
+        f"num_m = tl.cdiv({kernel.m}, BLOCK_M)",
+        f"num_n = tl.cdiv({kernel.n}, BLOCK_N)",
+        "per_group = GROUP_M * num_n",
+        "first_m = (pid // per_group) * GROUP_M",
+        "size_m = min(num_m - first_m, GROUP_M)",
+        "pid_m = first_m + (pid % per_group) % size_m",
+        "pid_n = (pid % per_group) // size_m",
+        "rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+        "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+        "rk = tl.arange(0, BLOCK_K)",
+        f"am = rm % {kernel.m}",
+        f"bn = rn % {kernel.n}",
+        f"a_ptr = {a.arg} + bid * {a.strides[0]} + am[:, None] * {a.strides[1]}"
+        f" + rk[None, :] * {a.strides[2]}",
+        f"b_ptr = {b.arg} + bid * {b.strides[0]} + rk[:, None] * {b.strides[1]}"
+        f" + bn[None, :] * {b.strides[2]}",
+        "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+        *_k_range(kernel),
+        "    kmask = rk < k_end - kk * BLOCK_K",
+        "    a = tl.load(a_ptr, mask=kmask[None, :], other=0.0)",
+        "    b = tl.load(b_ptr, mask=kmask[:, None], other=0.0)",
+        *_indent(_products(kernel, input_precision, presplit)),
+        f"    a_ptr += BLOCK_K * {a.strides[2]}",
+        f"    b_ptr += BLOCK_K * {b.strides[1]}",
+    ]
