@@ -49,13 +49,13 @@ CONFIGS = [
 
 @triton.jit
 def _split(src, hi, lo, rows, cols, s_row, s_col, BLOCK: tl.constexpr):
-    """src[r, c] (any strides) into contiguous [rows, cols] hi and lo: hi rounded to TF32
-    (nearest, ties away), lo the rest, rounded the same way."""
+    """src[r, c] (any strides) into contiguous [rows, cols] hi and lo, as the builtin's
+    _split_tf32 splits: hi truncated to TF32, lo the rest rounded to nearest (ties away)."""
     r = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     c = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     ok = (r[:, None] < rows) & (c[None, :] < cols)
     x = tl.load(src + r[:, None].to(tl.int64) * s_row + c[None, :] * s_col, mask=ok)
-    h = ((x.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
+    h = (x.to(tl.uint32, bitcast=True) & 0xFFFFE000).to(tl.float32, bitcast=True)
     rest = x - h
     low = ((rest.to(tl.uint32, bitcast=True) + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
     at = r[:, None].to(tl.int64) * cols + c[None, :]
@@ -89,9 +89,11 @@ def _mm(a_hi, a_lo, b_hi, b_lo, c, M, N, K, SPLIT: tl.constexpr,
         if SPLIT:
             al = tl.load(a_lo + a_off, mask=kmask[None, :], other=0.0)
             bl = tl.load(b_lo + b_off, mask=kmask[:, None], other=0.0)
-            acc = tl.dot(al, b, acc, input_precision="tf32")
-            acc = tl.dot(a, bl, acc, input_precision="tf32")
-            acc = tl.dot(a, b, acc, input_precision="tf32")
+            # a fresh accumulator a step, as Triton's tf32x3 (and the builtin's) has: tensor
+            # cores truncate as they add, and one long sum of all three lost accuracy
+            part = tl.dot(al, b, tl.zeros_like(acc), input_precision="tf32")
+            part = tl.dot(a, bl, part, input_precision="tf32")
+            acc += tl.dot(a, b, part, input_precision="tf32")
         else:
             acc = tl.dot(a, b, acc, input_precision="tf32x3")
         a_off += BLOCK_K
