@@ -22,8 +22,9 @@ ROWS = {
 
 def resident(block_r: int):
     def config(generator):
-        return {name: {"BLOCK_K": 1, "BLOCK_R": block_r, "num_warps": 1, "RESIDENT": True}
-                for name in generator.default_config()}  # fmt: skip
+        rows = {"BLOCK_K": 1, "BLOCK_R": block_r, "num_warps": 1, "RESIDENT": True}
+        return {name: rows if "BLOCK_R" in config else config
+                for name, config in generator.default_config().items()}  # fmt: skip
 
     return config
 
@@ -34,6 +35,21 @@ def test_resident_rows_verify(tmp_path, name):
     kernel = generate(task, tmp_path, config=resident(64))
     source = kernel.read_text()
     assert "_launch_resident(" in source and "volatile=True" in source
+    verdict = verify(task, kernel, tmp_path)
+    assert verdict.passed, verdict.message
+
+
+@pytest.mark.parametrize("name", [*ROWS, "affine_layer_norm"])
+def test_misaligned_rows_verify_with_vector_loads(tmp_path, name):
+    """Rows of 50 start 8 bytes off 16 every other row: chunks start at the aligned element
+    before the row, and chunk 0 stores the row's partial first and last groups itself."""
+    forward = ROWS.get(
+        name, "F.layer_norm(x, (50,), torch.arange(50) * 0.03 + 0.5, torch.ones(50))"
+    )
+    task = task_file(tmp_path, forward, "torch.randn(6, 50)")
+    kernel = generate(task, tmp_path, config=resident(64))
+    source = kernel.read_text()
+    assert "lmask" in source and "mask=smask" in source and "if chunk == 0:" in source
     verdict = verify(task, kernel, tmp_path)
     assert verdict.passed, verdict.message
 
@@ -134,13 +150,16 @@ def test_the_exchange_compiles_for_hopper(tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("name", ["softmax", "layer_norm"])
-def test_resident_rows_in_many_chunks_verify_on_a_gpu(tmp_path, name):
+@pytest.mark.parametrize(
+    ("name", "length"), [("softmax", 200000), ("layer_norm", 200000), ("l1_norm", 199999)]
+)
+def test_resident_rows_in_many_chunks_verify_on_a_gpu(tmp_path, name, length):
+    """199999: misaligned rows, vector loads and each row's partial groups stored apart."""
     from kernelgraph.tools.harness.cache import EvalCache
     from kernelgraph.tools.harness.config import EvalConfig
     from kernelgraph.tools.harness.evaluate import evaluate
 
-    task = task_file(tmp_path, ROWS[name], "torch.randn(512, 200000)")
+    task = task_file(tmp_path, ROWS[name], f"torch.randn(512, {length})")
     generator = builtin_generator(task, "triton", tmp_path, device="cuda")
     kernel = tmp_path / "kernel.py"
     kernel.write_text(generator.code())

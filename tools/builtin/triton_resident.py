@@ -14,6 +14,7 @@ which runs programs one after another, only CHUNKS == 1 can run.
 
 from __future__ import annotations
 
+from kernelgraph.tools.builtin import aligned_rows
 from kernelgraph.tools.builtin.expr import walk
 from kernelgraph.tools.builtin.kernels import FusedKernel
 from kernelgraph.tools.builtin.printer import Printer
@@ -47,7 +48,7 @@ def fits(kernel: FusedKernel, sms: int) -> bool:
 
 
 def chunks(kernel: FusedKernel, block_r: int) -> int:
-    return -(-kernel.rlen // block_r)
+    return -(-(kernel.rlen + aligned_rows.lead(kernel)) // block_r)
 
 
 def _width(count: int) -> int:
@@ -55,14 +56,22 @@ def _width(count: int) -> int:
     return 1 << max(count - 1, 0).bit_length()
 
 
+def _wide(kernel: FusedKernel) -> str:
+    return ".to(tl.int64)" if kernel.numel + aligned_rows.ALIGN > INT32_LIMIT else ""
+
+
 def _position(kernel: FusedKernel, item: str) -> list[str]:
     """Row, chunk, indices and masks of work item `item`."""
-    wide = ".to(tl.int64)" if kernel.numel > INT32_LIMIT else ""
-    return [
+    wide = _wide(kernel)
+    lines = [
         f"row = {item} // CHUNKS",
         f"chunk = {item} % CHUNKS",
         f"k = row{wide} + tl.zeros([1, 1], tl.int32)",
         f"kmask = k < {kernel.rows}",
+    ]
+    if aligned_rows.applies(kernel):
+        return lines + aligned_rows.position(kernel.rlen)
+    return lines + [
         "r = chunk * BLOCK_R + tl.arange(0, BLOCK_R)[None, :]",
         f"mask = kmask & (r < {kernel.rlen})",
         f"idx = k * {kernel.rlen} + r",
@@ -82,7 +91,9 @@ def resident_source(kernel: FusedKernel, gpu: bool, block_r: int) -> str:
     width = _width(count)
     names = {f"r{j}": f"r{j}" for j in range(len(kernel.reductions))}
     syntax = TritonSyntax(gpu)
-    printer = Printer(syntax, dict(names), prefix="a")  # one scope: loads are shared
+    aligned = aligned_rows.applies(kernel)
+    printer = Printer(syntax, dict(names), prefix="a",  # one scope: loads are shared
+                      offsets=aligned_rows.own_elements if aligned else None)  # fmt: skip
     body = _position(kernel, "w")
     passes, online = _passes(kernel)
     for members in passes:
@@ -107,7 +118,12 @@ def resident_source(kernel: FusedKernel, gpu: bool, block_r: int) -> str:
             body.append(f"tl.store({store.arg} + k, {value}, mask=kmask & (chunk == 0))")
         else:
             value = printer.value(store.value)
-            body += printer.take() + [f"tl.store({store.arg} + idx, {value}, mask=mask)"]
+            mask = "smask" if aligned else "mask"
+            body += printer.take() + [f"tl.store({store.arg} + idx, {value}, mask={mask})"]
+    if aligned:
+        edge = Printer(TritonSyntax(gpu), dict(names), prefix="e")
+        full = [s for s in kernel.stores if s.space == "full"]
+        body += aligned_rows.edge_stores(kernel, edge, full, _wide(kernel))
     args = [*kernel.inputs, *kernel.outputs, "partials"]
     constexprs = ["BLOCK_R: tl.constexpr", "CHUNKS: tl.constexpr"]
     return "\n".join([
