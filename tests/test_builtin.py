@@ -211,7 +211,13 @@ SPLIT = {
     "group_norm": ("self.gn(x)", "torch.randn(3, 4, 5, 9)", "self.gn = nn.GroupNorm(2, 4)"),
     "sign_of_row_sum": ("torch.where(x.sum(-1, keepdim=True) > 0, x, -x)", "torch.randn(6, 40)",
                         ""),
+    "mse_loss": ("F.mse_loss(x, y)", "torch.randn(6, 40), torch.randn(6, 40)", ""),
+    "smooth_l1_loss": ("F.smooth_l1_loss(x, y)", "torch.randn(6, 40), torch.randn(6, 40)", ""),
+    "row_max_and_mean": ("torch.stack([x.amax(dim=1), x.mean(dim=1)])", "torch.randn(3, 40)", ""),
 }  # fmt: skip
+# stores of one value a row only: each row's last partial program stores them. Their fills:
+# one a scratch dtype and identity (sums and the counter share theirs) a split kernel
+LAST_PROGRAM = {"mse_loss": 1, "smooth_l1_loss": 1, "row_max_and_mean": 3}
 
 
 @pytest.mark.parametrize("name", list(SPLIT))
@@ -234,6 +240,10 @@ def test_split_reductions_and_split_k_verify(tmp_path, monkeypatch, name):
         assert "_rowvals[" in source
     if name == "sign_of_row_sum":  # a comparison is no float to hold in a row value
         assert "_rowvals[" not in source
+    if name in LAST_PROGRAM:  # no kernel after the partials, one fill for the sums and counter
+        assert "if arrived.to(tl.int32) == tl.num_programs(0) - 1:" in source
+        assert "_row[" not in source and "_full[" not in source
+        assert source.count("torch.full(") == LAST_PROGRAM[name]
     verdict = verify(task, kernel, tmp_path)
     assert verdict.passed, verdict.message
 

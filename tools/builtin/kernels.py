@@ -143,6 +143,11 @@ class PartialReduction:
     inputs: list[str]
     outputs: list[str] = field(default_factory=list)
     kind: str = "split reduction"
+    # the last pass of a kernel whose stores are all one value a row: the last program of a
+    # row to add its partials (counted in `counter`) stores them, reading r_j from totals[j]
+    finish: list[Store] = field(default_factory=list)
+    totals: list[str] = field(default_factory=list)
+    counter: str = ""
 
     @property
     def numel(self) -> int:

@@ -23,10 +23,10 @@ from kernelgraph.tools.builtin.kernels import (
 from kernelgraph.tools.builtin.program import Program, Step
 
 ATOMIC_KINDS = frozenset({"sum", "max", "min"})
-SCRATCH_INIT = {"sum": "0.0", "max": "float('-inf')", "min": "float('inf')"}
+SCRATCH_INIT = {"sum": "0.0", "max": "float('-inf')", "min": "float('inf')", "count": "0.0"}
 # A sum over thousands of chunks, added one by one into fp32, drifts by ~1e-4 (HingeLoss's mean
 # of 1G elements failed at 2.9e-4); max and min are exact in any precision.
-SCRATCH_DTYPE = {"sum": "float64", "max": "float32", "min": "float32"}
+SCRATCH_DTYPE = {"sum": "float64", "max": "float32", "min": "float32", "count": "float64"}
 # ops whose results are not floats: a comparison stays in the flat kernel, not in a row value
 NOT_FLOAT = frozenset("lt le gt ge eq ne and or not isnan to_bool".split()) | INDEX_OPS
 
@@ -61,20 +61,17 @@ def _row_of(kernel: FusedKernel) -> Expr:
 
 
 def _split_reduction(step: Step, kernel: FusedKernel) -> list[Step]:
-    scratch = [
-        f"{step.outs[0] if step.outs else kernel.name}_s{j}" for j in range(len(kernel.reductions))
-    ]
-    steps = [
-        Step(
-            "scratch",
-            [name],
-            args=SCRATCH_INIT[r.kind],
-            out_shapes=[([kernel.rows], SCRATCH_DTYPE[r.kind])],
-        )  # fmt: skip
-        for name, r in zip(scratch, kernel.reductions, strict=True)
-    ]
+    base = step.outs[0] if step.outs else kernel.name
+    scratch = [f"{base}_s{j}" for j in range(len(kernel.reductions))]
+    full = [i for i, s in enumerate(kernel.stores) if s.space == "full"]
+    # stores of one value a row only (a loss's mean): the last partial program of a row stores
+    # them, so no kernel follows the partials
+    counter = "" if full else f"{base}_count"
+    kinds = [r.kind for r in kernel.reductions] + (["count"] if counter else [])
+    steps = _scratch([*scratch, *([counter] if counter else [])], kinds, kernel.rows)
     local = [f"s{j}" for j in range(len(scratch))]
-    for p, members in enumerate(kernel.passes()):  # independent reductions share one read
+    passes = kernel.passes()  # independent reductions share one read
+    for p, members in enumerate(passes):
         last = members[-1] + 1
         earlier = {f"r{i}": _load(local[i], var("k"), "row") for i in range(members[0])}
         values = [
@@ -85,8 +82,13 @@ def _split_reduction(step: Step, kernel: FusedKernel) -> list[Step]:
             f"{kernel.name}_part{p}", kernel.rows, kernel.rlen, kernel.inner, values,
             [local[j] for j in members], [*kernel.inputs, *local[:last]],
         )  # fmt: skip
-        steps.append(Step("launch", [], kernel=part, inputs=[*step.inputs, *scratch[:last]]))
-    full = [i for i, s in enumerate(kernel.stores) if s.space == "full"]
+        inputs = [*step.inputs, *scratch[:last]]
+        if counter and p == len(passes) - 1:
+            steps.append(_finishing(step, kernel, part, inputs, counter))
+        else:
+            steps.append(Step("launch", [], kernel=part, inputs=inputs))
+    if counter:
+        return steps
     values, row_values = _row_values([kernel.stores[i].value for i in full])
     held = [f"{scratch[0]}_v{n}" for n in range(len(row_values))]
     scratch_args = (local, scratch)
@@ -102,6 +104,38 @@ def _split_reduction(step: Step, kernel: FusedKernel) -> list[Step]:
         own = values if space == "full" else [kernel.stores[i].value for i in chosen]
         steps.append(_finish(step, kernel, space, scratch_args, own, outs, shapes, held))
     return steps
+
+
+def _scratch(names: list[str], kinds: list[str], rows: int) -> list[Step]:
+    """Scratch filled with each kind's identity; those of one fill share one allocation (a
+    launch each otherwise), each a view of its part."""
+    fills: dict[tuple[str, str], list[str]] = {}
+    for name, kind in zip(names, kinds, strict=True):
+        fills.setdefault((SCRATCH_INIT[kind], SCRATCH_DTYPE[kind]), []).append(name)
+    steps = []
+    for (init, dtype), group in fills.items():
+        if len(group) == 1:
+            steps.append(Step("scratch", group, args=init, out_shapes=[([rows], dtype)]))
+            continue
+        whole = f"{group[0]}_all"
+        steps.append(Step("scratch", [whole], args=init, out_shapes=[([rows * len(group)], dtype)]))
+        steps += [Step("view", [name], f"{whole}.narrow", f"0, {n * rows}, {rows}")
+                  for n, name in enumerate(group)]  # fmt: skip
+    return steps
+
+
+def _finishing(step: Step, kernel: FusedKernel, part: PartialReduction, inputs: list[str],
+               counter: str) -> Step:  # fmt: skip
+    """`part` with the kernel's row stores done by each row's last program."""
+    chosen = [s for s in kernel.stores if s.space == "row"]
+    outs = [step.outs[kernel.outputs.index(s.arg)] for s in chosen]
+    shapes = [step.out_shapes[kernel.outputs.index(s.arg)] for s in chosen]
+    part.outputs = [f"out{n}" for n in range(len(chosen))]
+    part.finish = [Store(f"out{n}", s.value, "row") for n, s in enumerate(chosen)]
+    part.totals = [f"s{j}" for j in range(len(kernel.reductions))]
+    part.counter = "count"
+    part.inputs = [*part.inputs, "count"]
+    return Step("launch", outs, kernel=part, inputs=[*inputs, counter], out_shapes=shapes)
 
 
 def _finish(step: Step, kernel: FusedKernel, space: str, scratch_args, values: list[Expr],

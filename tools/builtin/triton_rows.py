@@ -212,5 +212,24 @@ def partial_source(kernel: PartialReduction, gpu: bool) -> str:
         if kind == "sum":  # into fp64 scratch: see split.SCRATCH_DTYPE
             part = f"({part}).to(tl.float64)"
         finish += [f"part{j} = {part}", f"{ATOMIC[kind]}({kernel.targets[j]} + k, part{j})"]
-    body += ["for b in range(0, BLOCKS):", *_indent(loop), *finish]
+    body += ["for b in range(0, BLOCKS):", *_indent(loop), *finish, *_last_program(kernel, gpu)]
     return "\n".join([_signature(kernel, ["BLOCKS", "BLOCK_R"]), *_indent(body)])
+
+
+def _last_program(kernel: PartialReduction, gpu: bool) -> list[str]:
+    """The row's stores, by the last of its programs to arrive: each adds its partials, then
+    one to the row's counter (atomics order both, acquire and release); the last reads the
+    totals past L1 (volatile) and stores, so no kernel launch follows for a loss's mean."""
+    if not kernel.finish:
+        return []
+    printer = Printer(TritonSyntax(gpu), {f"r{j}": f"total{j}" for j in range(len(kernel.totals))})
+    lines = [f"total{j} = tl.load({name} + k, volatile=True).to(tl.float32)"
+             for j, name in enumerate(kernel.totals)]  # fmt: skip
+    for store in kernel.finish:
+        value = printer.value(store.value)
+        lines += printer.take() + [f"tl.store({store.arg} + k, {value}, mask=kmask)"]
+    return [
+        f"arrived = tl.atomic_add({kernel.counter} + k, 1.0)",
+        "if arrived.to(tl.int32) == tl.num_programs(0) - 1:",
+        *_indent(lines),
+    ]
