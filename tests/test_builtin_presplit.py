@@ -103,3 +103,28 @@ def test_a_split_gemm_verifies_under_the_harness_at_fp32(tmp_path):
     judge = EvalConfig(dsl="triton", device="cpu", seeds=2, profile=False)
     verdict = evaluate(task, kernel, judge, cache=EvalCache(tmp_path / "cache"), use_cache=False)
     assert verdict.passed, verdict.message
+
+
+def _shared_bytes(config: dict) -> int:
+    copies = 2 if config["DOT"] == PRESPLIT else 1
+    tiles = config["BLOCK_M"] * config["BLOCK_K"] + config["BLOCK_K"] * config["BLOCK_N"]
+    return config["num_stages"] * tiles * 4 * copies
+
+
+def test_tuning_never_writes_a_gemm_whose_stages_exceed_shared_memory(tmp_path):
+    """Split ahead, 128 x 128 x 32 tiles in 4 stages need 256 KB of shared memory, past an SM's
+    227: Triton refuses them at compile time, so such a candidate was a tuning step spent on
+    nothing. The neighbours of the default include them; the files the model writes do not."""
+    from kernelgraph.tools.builtin.model import BuiltinModel, neighbours
+    from kernelgraph.tools.builtin.module import read_config
+    from kernelgraph.tools.builtin.triton_gemm import SHARED_LIMIT
+
+    gen = builtin_generator(task_file(tmp_path, "x @ y", BIG), "triton", tmp_path, device="cuda")
+    model = BuiltinModel()
+    model.generator = lambda context: gen  # noqa: ARG005 - the same program every call
+    default = model.code({}, [], None)
+    [gemm] = [name for name, config in read_config(default).items() if "BLOCK_M" in config]
+    raw = neighbours(read_config(default), gen.tunables())
+    assert any(_shared_bytes(config[gemm]) > SHARED_LIMIT for config in raw)
+    written = [read_config(code) for code in model.upcoming({}, [default], default, 10_000)]
+    assert written and all(_shared_bytes(config[gemm]) <= SHARED_LIMIT for config in written)

@@ -81,6 +81,11 @@ class Generator:
     def tunables(self) -> dict[str, dict[str, list[Any]]]:
         return {k.name: self.backend.tunables(k) for k in self.program.kernels}
 
+    def fits(self, config: dict[str, dict[str, Any]]) -> bool:
+        """Whether every kernel's config can compile (a backend without the check: all can)."""
+        fits = getattr(self.backend, "fits", None)
+        return fits is None or all(fits(k, config.get(k.name, {})) for k in self.program.kernels)
+
     def code(self, config: dict[str, dict[str, Any]] | None = None) -> str:
         """The kernel file for `config`. One config is one text, whatever its keys' order (a
         config read back from a file has them sorted): the text keys caches and candidates."""

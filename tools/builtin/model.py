@@ -136,13 +136,13 @@ class BuiltinModel:
         default = gen.default_config()
         if context.get("start") is not None:  # a search island's own starting point
             default = start_config(default, gen.tunables(), context["start"])
-        configs = [] if default in tried_configs else [default]
+        configs = [] if default in tried_configs or not gen.fits(default) else [default]
         centre = read_config(best_code) or default
         spaces = gen.tunables()
         for config in _next_configs(centre, spaces, best_code is not None, tried_configs):
             if len(configs) >= n:
                 break
-            if config not in tried_configs and config not in configs:
+            if config not in tried_configs and config not in configs and gen.fits(config):
                 configs.append(config)
         return [gen.code(config) for config in configs[:n]]
 

@@ -70,6 +70,9 @@ class Family:
     tunables: Callable[[TritonBackend, Any], Tunables]
     source: Callable[[TritonBackend, Any, Config], str]
     launch: Launch
+    # whether a config can compile at all (a GEMM's shared memory), so tuning never tries one
+    # that cannot
+    fits: Callable[[Any, Config], bool] = lambda kernel, config: True
 
 
 def _launch_over(grid: Callable[[Any, Config], str], **defaults: Any) -> Launch:
@@ -175,7 +178,8 @@ def _fused_source(backend: TritonBackend, kernel: FusedKernel, config: Config) -
 FAMILIES: dict[type, Family] = {
     FusedKernel: Family(_fused_default, _fused_tunables, _fused_source,
                         _launch_over(triton_fused.grid)),
-    GemmKernel: Family(_gemm_default, _gemm_tunables, _gemm_source, triton_gemm.launch),
+    GemmKernel: Family(_gemm_default, _gemm_tunables, _gemm_source, triton_gemm.launch,
+                       triton_gemm.fits),
     # configs from before BLOCKS read one chunk
     PartialReduction: Family(_partial_default, _partial_tunables, _partial_source,
                              _launch_over(_partial_grid, BLOCKS=1)),
@@ -273,6 +277,9 @@ class TritonBackend:
     def tunables(self, kernel: FusedKernel | GemmKernel) -> dict[str, list[Any]]:
         """Values the refine edge may try, per parameter (empty under the interpreter)."""
         return _family(kernel).tunables(self, kernel)
+
+    def fits(self, kernel, config: dict[str, Any]) -> bool:
+        return _family(kernel).fits(kernel, config)
 
     # ------------------------------------------------------------ source
 

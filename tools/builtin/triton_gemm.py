@@ -75,6 +75,22 @@ def tunables(kernel: GemmKernel, gpu: bool, fp32: bool) -> dict[str, list[Any]]:
             "num_warps": [4, 8], "num_stages": [3, 4, 5]}  # fmt: skip
 
 
+# bytes of shared memory one program may take on sm_90 (227 KB): Triton refuses more at compile
+SHARED_LIMIT = 232448
+
+
+def fits(kernel: GemmKernel, config: dict[str, Any]) -> bool:
+    """Whether every pipeline stage's fp32 operand tiles (two copies each, split ahead) fit an
+    SM's shared memory. Triton takes exactly stages x tiles for these (128 x 128 x 32 split
+    ahead in 4 stages: "Required: 262144"), so a config past it can only fail to compile.
+    Without DOT the operands' dtype is not known here: every config may be tried."""
+    if "DOT" not in config or triton_gemv.is_gemv(kernel):
+        return True
+    m, n, k = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+    copies = 2 if config["DOT"] == PRESPLIT else 1
+    return config.get("num_stages", 3) * (m * k + k * n) * 4 * copies <= SHARED_LIMIT
+
+
 def launch(kernel: GemmKernel, args: list[str], config: dict[str, Any]) -> list[str]:
     """The launch, after the operands' split copies under tf32x3_presplit."""
     lines, args = [], list(args)
