@@ -45,9 +45,23 @@ def presplit_applies(kernel: GemmKernel, gpu: bool) -> bool:
     )
 
 
+# 128 x 128 tiles below which tf32x3 in 64-deep blocks beats splitting ahead. H100, side by side
+# (benchmarks/RESULTS.md): at 256-768 tiles (level2/29, level1/2, 16, 18, 10) 64-deep tf32x3 was
+# 4-18% faster, at 1024 even (level1/13) or 6% slower (level2/53), at 4096 (level2/40) 7% slower
+FEW_TILES = 1024
+
+
+def few_tiles(kernel: GemmKernel) -> bool:
+    return -(-kernel.m // 128) * -(-kernel.n // 128) * kernel.batch < FEW_TILES
+
+
 def dots(kernel: GemmKernel, gpu: bool) -> tuple[str, ...]:
     """The DOT values a GEMM at fp32 may use, fastest first."""
-    return (PRESPLIT, *GEMM_DOTS) if presplit_applies(kernel, gpu) else GEMM_DOTS
+    if not presplit_applies(kernel, gpu):
+        return GEMM_DOTS
+    if few_tiles(kernel):
+        return (GEMM_DOTS[0], PRESPLIT, *GEMM_DOTS[1:])
+    return (PRESPLIT, *GEMM_DOTS)
 
 
 def default(kernel: GemmKernel, gpu: bool, precision: str, fp32: bool) -> dict[str, Any]:
@@ -59,8 +73,9 @@ def default(kernel: GemmKernel, gpu: bool, precision: str, fp32: bool) -> dict[s
                 "BLOCK_K": min(next_pow2(kernel.k), 64), "GROUP_M": 8, **dot, "num_warps": 1,
                 "num_stages": 1}  # fmt: skip
     wide = precision in ("fp16", "bf16")
-    # split-K (K >> M, N): 64-deep fp32 blocks, 1.78 ms against 1.95 at 32 (level1/6, H200)
-    deep = wide or kernel.split_k > 1
+    # split-K (K >> M, N): 64-deep fp32 blocks, 1.78 ms against 1.95 at 32 (level1/6, H200);
+    # few tiles split ahead no longer, in 64-deep blocks (FEW_TILES)
+    deep = wide or kernel.split_k > 1 or (presplit_applies(kernel, gpu) and few_tiles(kernel))
     return {"BLOCK_M": 128, "BLOCK_N": 256 if wide else 128, "BLOCK_K": 64 if deep else 32,
             "GROUP_M": 8, **dot, "num_warps": 8, "num_stages": 3}  # fmt: skip
 
