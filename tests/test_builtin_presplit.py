@@ -35,8 +35,12 @@ def _gemm_dots(tmp_path, forward: str, inputs: str, device: str = "cuda", precis
         ("x @ y", BIG, "cuda", [PRESPLIT, "tf32x3", "ieee"]),
         ("torch.relu(x @ y) * 2", BIG, "cuda", [PRESPLIT, "tf32x3", "ieee"]),
         # fewer tiles than FEW_TILES: tf32x3 in 64-deep blocks first
-        ("x @ y", "torch.randn(2048, 64), torch.randn(64, 2048)", "cuda",
-         ["tf32x3", PRESPLIT, "ieee"]),
+        (
+            "x @ y",
+            "torch.randn(2048, 64), torch.randn(64, 2048)",
+            "cuda",
+            ["tf32x3", PRESPLIT, "ieee"],
+        ),
         # each element of y is reused by 256 rows only: splitting it costs more than it saves
         ("x @ y", "torch.randn(256, 64), torch.randn(64, 4096)", "cuda", ["tf32x3", "ieee"]),
         # one 32-deep K step splits each tile once in the loop too
