@@ -60,12 +60,19 @@ def test_gemms_split_their_operands_ahead_where_both_are_reused_enough(
 
 def test_few_tiles_start_at_tf32x3_in_64_deep_blocks(tmp_path):
     """Below FEW_TILES tiles, tf32x3 in 64-deep blocks beat the split (level2/29 on the H100:
-    1.47 ms against 1.62); a split in 64-deep blocks would not fit shared memory."""
-    for inputs, block_k in (("torch.randn(2048, 64), torch.randn(64, 2048)", 64), (BIG, 32)):
+    1.47 ms against 1.62); a split in 64-deep blocks would not fit shared memory. A K of one or
+    two steps (SHORT_K) takes 64 x 128 tiles at 4 warps (level1/9: 1.68 ms against 1.76)."""
+    shapes = {
+        "torch.randn(2048, 128), torch.randn(128, 2048)": ("tf32x3", 128, 64),
+        "torch.randn(4096, 128), torch.randn(128, 4096)": (PRESPLIT, 128, 32),
+        "torch.randn(4096, 32), torch.randn(32, 4096)": ("tf32x3", 64, 32),
+    }
+    for inputs, (dot, block_m, block_k) in shapes.items():
         task = task_file(tmp_path, "x @ y", inputs)
         gen = builtin_generator(task, "triton", tmp_path, device="cuda", precision="fp32")
         [config] = [c for c in gen.default_config().values() if "BLOCK_M" in c]
-        assert config["BLOCK_K"] == block_k and gen.fits(gen.default_config())
+        assert (config["DOT"], config["BLOCK_M"], config["BLOCK_K"]) == (dot, block_m, block_k)
+        assert gen.fits(gen.default_config())
 
 
 def test_other_precisions_have_no_split(tmp_path):

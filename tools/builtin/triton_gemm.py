@@ -51,6 +51,11 @@ def presplit_applies(kernel: GemmKernel, gpu: bool) -> bool:
 FEW_TILES = 1024
 
 
+# K of one or two 32-deep steps: each tile is mostly its store, and smaller tiles at 4 warps
+# overlap more of them (H100: level1/9, K = 32, 1.76 -> 1.68 ms; level1/7, K = 64, 3.36 -> 3.20)
+SHORT_K = 64
+
+
 def few_tiles(kernel: GemmKernel) -> bool:
     return -(-kernel.m // 128) * -(-kernel.n // 128) * kernel.batch < FEW_TILES
 
@@ -76,6 +81,9 @@ def default(kernel: GemmKernel, gpu: bool, precision: str, fp32: bool) -> dict[s
     # split-K (K >> M, N): 64-deep fp32 blocks, 1.78 ms against 1.95 at 32 (level1/6, H200);
     # few tiles split ahead no longer, in 64-deep blocks (FEW_TILES)
     deep = wide or kernel.split_k > 1 or (presplit_applies(kernel, gpu) and few_tiles(kernel))
+    if not wide and kernel.k <= SHORT_K:
+        return {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, **dot,
+                "num_warps": 4, "num_stages": 2}  # fmt: skip
     return {"BLOCK_M": 128, "BLOCK_N": 256 if wide else 128, "BLOCK_K": 64 if deep else 32,
             "GROUP_M": 8, **dot, "num_warps": 8, "num_stages": 3}  # fmt: skip
 
