@@ -18,7 +18,7 @@ from kernelgraph.tools.harness.cache import EvalCache
 from kernelgraph.tools.harness.config import EvalConfig
 from kernelgraph.tools.harness.evaluate import evaluate
 
-BIG = "torch.randn(4096, 64), torch.randn(64, 4096)"  # 1024 tiles of 128 x 128
+BIG = "torch.randn(4096, 128), torch.randn(128, 4096)"  # 1024 tiles of 128 x 128
 
 
 def _gemm_dots(tmp_path, forward: str, inputs: str, device: str = "cuda", precision="fp32"):
@@ -37,14 +37,12 @@ def _gemm_dots(tmp_path, forward: str, inputs: str, device: str = "cuda", precis
         # fewer tiles than FEW_TILES: tf32x3 in 64-deep blocks first
         (
             "x @ y",
-            "torch.randn(2048, 64), torch.randn(64, 2048)",
+            "torch.randn(2048, 128), torch.randn(128, 2048)",
             "cuda",
             ["tf32x3", PRESPLIT, "ieee"],
         ),
         # each element of y is reused by 256 rows only: splitting it costs more than it saves
-        ("x @ y", "torch.randn(256, 64), torch.randn(64, 4096)", "cuda", ["tf32x3", "ieee"]),
-        # one 32-deep K step splits each tile once in the loop too
-        ("x @ y", "torch.randn(4096, 32), torch.randn(32, 4096)", "cuda", ["tf32x3", "ieee"]),
+        ("x @ y", "torch.randn(256, 128), torch.randn(128, 4096)", "cuda", ["tf32x3", "ieee"]),
         # the epilogue reads x itself, which the split copy replaces
         ("x @ x + x", "torch.randn(4096, 4096)", "cuda", ["tf32x3", "ieee"]),
         ("x @ y", BIG, "cpu", None),  # the interpreter: nothing to tune, no copies to pay
@@ -60,12 +58,11 @@ def test_gemms_split_their_operands_ahead_where_both_are_reused_enough(
 
 def test_few_tiles_start_at_tf32x3_in_64_deep_blocks(tmp_path):
     """Below FEW_TILES tiles, tf32x3 in 64-deep blocks beat the split (level2/29 on the H100:
-    1.47 ms against 1.62); a split in 64-deep blocks would not fit shared memory. A K of one or
-    two steps (SHORT_K) takes 64 x 128 tiles at 4 warps (level1/9: 1.68 ms against 1.76)."""
+    1.47 ms against 1.62); a split in 64-deep blocks would not fit shared memory. (A K of one or
+    two steps sweeps rows instead: tests/test_builtin_gemm_sweep.py.)"""
     shapes = {
         "torch.randn(2048, 128), torch.randn(128, 2048)": ("tf32x3", 128, 64),
         "torch.randn(4096, 128), torch.randn(128, 4096)": (PRESPLIT, 128, 32),
-        "torch.randn(4096, 32), torch.randn(32, 4096)": ("tf32x3", 64, 32),
     }
     for inputs, (dot, block_m, block_k) in shapes.items():
         task = task_file(tmp_path, "x @ y", inputs)
@@ -111,7 +108,7 @@ def test_a_split_gemm_verifies_under_the_harness_at_fp32(tmp_path):
     tolerance fails a product of the high parts alone (off by about 1e-2 here), so passing needs
     the low parts too."""
     task = task_file(
-        tmp_path, "torch.relu(x @ y) + 1", "torch.randn(512, 64), torch.randn(64, 640)"
+        tmp_path, "torch.relu(x @ y) + 1", "torch.randn(512, 96), torch.randn(96, 640)"
     )
     gen = builtin_generator(task, "triton", tmp_path, device="cuda")
     default = gen.default_config()

@@ -314,3 +314,16 @@ def test_a_gemm_split_ahead_passes_at_fp32_tolerance(tmp_path, side, first):
     config = EvalConfig(dsl="triton", device="cuda", seeds=3, precision="fp32", profile=False)
     verdict = evaluate(task, kernel, config, EvalCache(tmp_path / "cache"), use_cache=False)
     assert verdict.status == "passed", verdict.message
+
+
+@pytest.mark.parametrize("k", [64, 40])
+def test_a_short_k_gemm_sweeps_rows_and_passes_at_fp32_tolerance(tmp_path, k):
+    """K of one block: the first candidate sweeps rows (triton_gemm_sweep.py), splitting A's
+    rows once and each B tile in registers; it passes fp32's tolerance at level1/7's K and
+    value range, and at a K padded to 64."""
+    task_source = GEMM_TASK.replace("SIDE, 8192", f"8192, {k}").replace("8192, SIDE", f"{k}, 8192")
+    task, kernel = first_gpu_candidate(task_source, tmp_path)
+    assert '"SWEEP_N"' in kernel.read_text().splitlines()[0]
+    config = EvalConfig(dsl="triton", device="cuda", seeds=3, precision="fp32", profile=False)
+    verdict = evaluate(task, kernel, config, EvalCache(tmp_path / "cache"), use_cache=False)
+    assert verdict.status == "passed", verdict.message

@@ -58,12 +58,25 @@ def _split_tf32(src, dst, span, BLOCK: tl.constexpr):
     tl.store(dst + span + offs, LOW, mask=offs < span)
 """
 
+# the same split in registers, for a kernel that splits its own tiles (triton_gemm_sweep.py)
+_HIGH_PART = """@triton.jit
+def _tf32_hi(x):
+    return (x.to(tl.uint32, bitcast=True) & 0xFFFFE000).to(tl.float32, bitcast=True)
+"""
+_LOW_PART = """@triton.jit
+def _tf32_lo(x, hi):
+    rest = tl.where(hi == x, 0.0, x - hi)
+    return LOW
+"""
+
 HELPERS = {
     f"{name}_{dot}": text.replace(name, f"{name}_{dot}").replace("ROUNDED", rounding.format(x="x"))
     for dot, rounding in ROUNDINGS.items()
     for name, text in (("_round", _ROUND_KERNEL), ("_channels_last", _CHANNELS_LAST_KERNEL))
 }
 HELPERS["_split_tf32"] = _SPLIT_KERNEL.replace("LOW", ROUNDINGS["tf32rna"].format(x="rest"))
+HELPERS["_tf32_hi"] = _HIGH_PART
+HELPERS["_tf32_lo"] = _LOW_PART.replace("LOW", ROUNDINGS["tf32rna"].format(x="rest"))
 
 
 def rounded_copy(source: str, copy: str, dot: str) -> list[str]:

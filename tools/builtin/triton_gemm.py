@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelgraph.tools.builtin import tf32_copies, triton_gemv
+from kernelgraph.tools.builtin import tf32_copies, triton_gemm_sweep, triton_gemv
 from kernelgraph.tools.builtin.expr import loads
 from kernelgraph.tools.builtin.kernels import GemmKernel, next_pow2
 from kernelgraph.tools.builtin.layouts import MIN_REUSE
@@ -51,11 +51,6 @@ def presplit_applies(kernel: GemmKernel, gpu: bool) -> bool:
 FEW_TILES = 1024
 
 
-# K of one or two 32-deep steps: each tile is mostly its store, and smaller tiles at 4 warps
-# overlap more of them (H100: level1/9, K = 32, 1.76 -> 1.68 ms; level1/7, K = 64, 3.36 -> 3.20)
-SHORT_K = 64
-
-
 def few_tiles(kernel: GemmKernel) -> bool:
     return -(-kernel.m // 128) * -(-kernel.n // 128) * kernel.batch < FEW_TILES
 
@@ -72,6 +67,8 @@ def dots(kernel: GemmKernel, gpu: bool) -> tuple[str, ...]:
 def default(kernel: GemmKernel, gpu: bool, precision: str, fp32: bool) -> dict[str, Any]:
     if triton_gemv.is_gemv(kernel):
         return triton_gemv.default(kernel, gpu)
+    if triton_gemm_sweep.applies(kernel, gpu, fp32):
+        return triton_gemm_sweep.default(kernel)
     dot = {"DOT": dots(kernel, gpu)[0]} if fp32 else {}
     if not gpu:
         return {"BLOCK_M": min(next_pow2(kernel.m), 64), "BLOCK_N": min(next_pow2(kernel.n), 64),
@@ -81,9 +78,6 @@ def default(kernel: GemmKernel, gpu: bool, precision: str, fp32: bool) -> dict[s
     # split-K (K >> M, N): 64-deep fp32 blocks, 1.78 ms against 1.95 at 32 (level1/6, H200);
     # few tiles split ahead no longer, in 64-deep blocks (FEW_TILES)
     deep = wide or kernel.split_k > 1 or (presplit_applies(kernel, gpu) and few_tiles(kernel))
-    if not wide and kernel.k <= SHORT_K:
-        return {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, **dot,
-                "num_warps": 4, "num_stages": 2}  # fmt: skip
     return {"BLOCK_M": 128, "BLOCK_N": 256 if wide else 128, "BLOCK_K": 64 if deep else 32,
             "GROUP_M": 8, **dot, "num_warps": 8, "num_stages": 3}  # fmt: skip
 
@@ -93,6 +87,8 @@ def tunables(kernel: GemmKernel, gpu: bool, fp32: bool) -> dict[str, list[Any]]:
         return {}
     if triton_gemv.is_gemv(kernel):
         return triton_gemv.tunables(kernel)
+    if triton_gemm_sweep.applies(kernel, gpu, fp32):
+        return triton_gemm_sweep.tunables(kernel)
     dot = {"DOT": list(dots(kernel, gpu))} if fp32 else {}
     return {**dot, "BLOCK_M": [64, 128], "BLOCK_N": [64, 128, 256], "BLOCK_K": [32, 64],
             "num_warps": [4, 8], "num_stages": [3, 4, 5]}  # fmt: skip
@@ -107,6 +103,8 @@ def fits(kernel: GemmKernel, config: dict[str, Any]) -> bool:
     SM's shared memory. Triton takes exactly stages x tiles for these (128 x 128 x 32 split
     ahead in 4 stages: "Required: 262144"), so a config past it can only fail to compile.
     Without DOT the operands' dtype is not known here: every config may be tried."""
+    if "SWEEP_N" in config:
+        return triton_gemm_sweep.fits(kernel, config)
     if "DOT" not in config or triton_gemv.is_gemv(kernel):
         return True
     m, n, k = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
@@ -124,6 +122,8 @@ def launch(kernel: GemmKernel, args: list[str], config: dict[str, Any]) -> list[
             args[slot] = copy
     grid = (f"(triton.cdiv({kernel.m}, {config['BLOCK_M']}) * "
             f"triton.cdiv({kernel.n}, {config['BLOCK_N']}), {kernel.batch}, {kernel.split_k})")  # fmt: skip
+    if "SWEEP_N" in config:
+        grid = triton_gemm_sweep.grid(kernel, config)
     options = ", ".join(f"{k}={v!r}" for k, v in config.items())
     return [*lines, f"{kernel.name}[{grid}]({', '.join(args)}, {options})"]
 
@@ -147,7 +147,10 @@ def gemm_source(kernel: GemmKernel, gpu: bool, input_precision: str | None) -> s
     constexpr tuning parameter), None for the dtype's default."""
     # Epilogue operands stay at offsets of idx here: read per column (tools/builtin/tile_offsets.py)
     # they made no GEMM faster and three with N = K = 32768 5% slower (benchmarks/RESULTS.md).
-    printer = Printer(TritonSyntax(gpu))
+    if triton_gemm_sweep.applies(kernel, gpu, input_precision == "DOT"):
+        body = triton_gemm_sweep.body(kernel, _epilogue(kernel, gpu))
+        constexprs = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "SWEEP_N", "DOT"]
+        return "\n".join([_signature(kernel, constexprs), *_indent(body)])
     constexprs = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"]
     if triton_gemv.is_gemv(kernel):
         body = triton_gemv.body(kernel, _k_range(kernel))
@@ -155,18 +158,26 @@ def gemm_source(kernel: GemmKernel, gpu: bool, input_precision: str | None) -> s
         body = _gemm_body(kernel, input_precision, presplit_applies(kernel, gpu))
         if input_precision == "DOT":  # a tuning parameter (GEMM_DOTS, PRESPLIT)
             constexprs.append("DOT")
-    body += [
+    body += _epilogue(kernel, gpu)
+    return "\n".join([_signature(kernel, constexprs), *_indent(body)])
+
+
+def _epilogue(kernel: GemmKernel, gpu: bool) -> list[str]:
+    """From the accumulator `acc` of the tile at rows `rm`, columns `rn` of batch `bid`: its
+    output offsets and mask, then the stores (or split-K's atomic add)."""
+    printer = Printer(TritonSyntax(gpu))
+    lines = [
         f"idx = (bid * {kernel.m} + rm[:, None]) * {kernel.n} + rn[None, :]",
         f"mask = (rm[:, None] < {kernel.m}) & (rn[None, :] < {kernel.n})",
     ]
     if kernel.batch * kernel.m * kernel.n > INT32_LIMIT:
-        body[-2] = body[-2].replace("(bid *", "(bid.to(tl.int64) *")
+        lines[0] = lines[0].replace("(bid *", "(bid.to(tl.int64) *")
     if kernel.split_k > 1:
-        body.append(f"tl.atomic_add({kernel.inputs[-1]} + idx, acc, mask=mask)")
+        lines.append(f"tl.atomic_add({kernel.inputs[-1]} + idx, acc, mask=mask)")
     for store in kernel.stores:
         value = printer.value(store.value)
-        body += printer.take() + [f"tl.store({store.arg} + idx, {value}, mask=mask)"]
-    return "\n".join([_signature(kernel, constexprs), *_indent(body)])
+        lines += printer.take() + [f"tl.store({store.arg} + idx, {value}, mask=mask)"]
+    return lines
 
 
 def _products(kernel: GemmKernel, input_precision: str | None, presplit: bool) -> list[str]:
