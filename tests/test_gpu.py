@@ -327,3 +327,39 @@ def test_a_short_k_gemm_sweeps_rows_and_passes_at_fp32_tolerance(tmp_path, k):
     config = EvalConfig(dsl="triton", device="cuda", seeds=3, precision="fp32", profile=False)
     verdict = evaluate(task, kernel, config, EvalCache(tmp_path / "cache"), use_cache=False)
     assert verdict.status == "passed", verdict.message
+
+
+DEPTHWISE_TASK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(64, 64, WINDOW, groups=64, bias=True)
+
+    def forward(self, x):
+        return torch.relu(self.c(x))
+
+
+def get_inputs():
+    return [torch.randn(4, 64, 300, 333)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize(
+    "window", ["(3, 7)", "3, stride=(2, 1), padding=1", "(5, 1), padding=(2, 0)"]
+)
+def test_a_depthwise_convolution_sweeps_rows_and_passes(tmp_path, window):
+    """Forward depthwise convolutions sweep rows (triton_conv_depthwise.py): rolling at stride
+    1, the whole window per row when strided; rows and columns end mid-tile."""
+    task, kernel = first_gpu_candidate(DEPTHWISE_TASK.replace("WINDOW", window), tmp_path)
+    assert "for j in range(ROWS" in kernel.read_text()
+    config = EvalConfig(dsl="triton", device="cuda", seeds=3, precision="fp32", profile=False)
+    verdict = evaluate(task, kernel, config, EvalCache(tmp_path / "cache"), use_cache=False)
+    assert verdict.status == "passed", verdict.message

@@ -8,7 +8,8 @@ the input on the fly (no im2col buffer): a standard convolution reads input posi
 / stride` where that divides exactly. Like a GEMM, a convolution anchors its kernel: the ops
 after it are an epilogue over var("acc") (bias included) and var("idx") (the flat output
 index). Depthwise convolutions (one input and one output channel per group) take a direct
-kernel instead, one output per lane (tools/builtin/triton_conv.py prints both).
+kernel instead: forward ones sweep a plane's rows (tools/builtin/triton_conv_depthwise.py),
+transposed ones or larger windows compute one output per lane.
 
 With enough input channels per group (CHANNEL_LOOP_MIN) the K loop runs over kernel positions,
 then blocks of input channels: the input position of each row and its padding test are then
@@ -31,6 +32,7 @@ from kernelgraph.tools.builtin.kernels import Store
 CONVOLUTIONS = frozenset({"convolution", "_convolution"})
 INT32_LIMIT = 2**31 - 1
 CHANNEL_LOOP_MIN = 8
+SWEEP_TAPS = 128  # depthwise windows up to this many positions are swept by rows (unrolled)
 
 
 @dataclass
@@ -94,6 +96,13 @@ class ConvKernel:
         return self.cin_g == 1 and self.cout_g == 1
 
     @property
+    def rows_sweep(self) -> bool:
+        """A forward depthwise convolution written as row sweeps
+        (tools/builtin/triton_conv_depthwise.py); a transposed one or a larger window keeps
+        the flat direct kernel."""
+        return self.depthwise and not self.transposed and self.kernel_numel <= SWEEP_TAPS
+
+    @property
     def channel_loop(self) -> bool:
         return not self.depthwise and self.cin_g >= CHANNEL_LOOP_MIN
 
@@ -134,11 +143,15 @@ class ConvKernel:
                 f"[{self.m}x{self.k}] @ [{self.k}x{self.cout_g}]; pointwise epilogue fused")  # fmt: skip
 
     def axes(self) -> str:
+        if self.rows_sweep:
+            return f"{self.name}: output columns (BLOCK_W tiles), rows (ROWS chunks), planes"
         if self.depthwise:
             return f"{self.name}: output elements"
         return f"{self.name}: output positions (M tiles), output channels (N tiles), groups"
 
     def grid(self) -> str:
+        if self.rows_sweep:
+            return "(cdiv(W, BLOCK_W) * cdiv(H, ROWS) * batch * channels * outer positions,)"
         if self.depthwise:
             return "cdiv(numel, BLOCK)"
         if self.phases > 1:

@@ -20,6 +20,8 @@ from kernelgraph.tools.builtin.kernels import next_pow2
 from kernelgraph.tools.builtin.printer import Printer
 from kernelgraph.tools.builtin.tf32_copies import ROUNDINGS, channels_last_copy, rounded_copy
 from kernelgraph.tools.builtin.tile_offsets import Digit, TileOffsets
+from kernelgraph.tools.builtin.triton_conv_depthwise import depthwise_rows, rolling, rows_of
+from kernelgraph.tools.builtin.triton_conv_depthwise import grid as rows_grid
 from kernelgraph.tools.builtin.triton_conv_direct import FMA, direct, fma_taps
 from kernelgraph.tools.builtin.triton_emit import TritonSyntax, _indent, _signature
 
@@ -30,21 +32,26 @@ NARROW_CHANNELS = 8  # input channels per group at or below which cuDNN was seen
 def conv_source(
     kernel: ConvKernel, gpu: bool, input_precision: str | None, config: dict[str, Any]
 ) -> str:
-    if kernel.depthwise:
-        body = direct(kernel)
+    offsets = None if kernel.depthwise else _tile_offsets(kernel).spell  # direct: 1-D tiles
+    printer = Printer(TritonSyntax(gpu), prefix="e", offsets=offsets)
+    stores = []
+    for store in kernel.stores:
+        value = printer.value(store.value)
+        stores += printer.take() + [f"tl.store({store.arg} + idx, {value}, mask=mask)"]
+    if kernel.rows_sweep:  # the stores run once per output row, inside the sweep
+        body = depthwise_rows(kernel, stores)
+    elif kernel.depthwise:
+        body = direct(kernel) + stores
     elif config.get("DOT") == FMA:
-        body = _tile(kernel) + fma_taps(kernel) + _tile_output(kernel)
+        body = _tile(kernel) + fma_taps(kernel) + _tile_output(kernel) + stores
     else:
         gemm = _channel_gemm if kernel.channel_loop else _flat_gemm
         ahead = ("b", "a") if kernel.x_channels_last else ("b",)
         dot = _dot(input_precision, ahead if _rounding(config) else ())
-        body = _tile(kernel) + gemm(kernel, dot) + _tile_output(kernel)
-    offsets = None if kernel.depthwise else _tile_offsets(kernel).spell  # direct: 1-D tiles
-    printer = Printer(TritonSyntax(gpu), prefix="e", offsets=offsets)
-    for store in kernel.stores:
-        value = printer.value(store.value)
-        body += printer.take() + [f"tl.store({store.arg} + idx, {value}, mask=mask)"]
-    if kernel.depthwise:
+        body = _tile(kernel) + gemm(kernel, dot) + _tile_output(kernel) + stores
+    if kernel.rows_sweep:
+        constexprs = ["BLOCK_W", "ROWS"]
+    elif kernel.depthwise:
         constexprs = ["BLOCK"]
     else:
         constexprs = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"]
@@ -281,6 +288,8 @@ def cudnn_skips_tf32(kernel: ConvKernel) -> bool:
 
 def default(kernel: ConvKernel, gpu: bool, dots: tuple[str, ...]) -> dict[str, Any]:
     """`dots`: the first DOT value to try, or none when DOT is not tuned."""
+    if kernel.rows_sweep:
+        return _rows_default(kernel, gpu)
     if kernel.depthwise:
         if not gpu:
             return {"BLOCK": min(next_pow2(kernel.numel), INTERPRETER_BLOCK), "num_warps": 1}
@@ -304,9 +313,23 @@ def default(kernel: ConvKernel, gpu: bool, dots: tuple[str, ...]) -> dict[str, A
             "num_warps": warps, "num_stages": 3}  # fmt: skip
 
 
+def _rows_default(kernel: ConvKernel, gpu: bool) -> dict[str, Any]:
+    """A row sweep's tile. ROWS: a chunk re-reads kernel rows - 1 input rows above it when the
+    rows roll, none otherwise."""
+    width = next_pow2(kernel.out_sizes[-1])
+    rows = rows_of(kernel)
+    if not gpu:  # the interpreter: few program instances
+        return {"BLOCK_W": min(width, 1024), "ROWS": min(rows, 64), "num_warps": 1}
+    chunk = 32 if rolling(kernel) else 8
+    return {"BLOCK_W": min(width, 256), "ROWS": min(next_pow2(rows), chunk), "num_warps": 4}
+
+
 def tunables(kernel: ConvKernel, gpu: bool, dots: tuple[str, ...]) -> dict[str, list[Any]]:
     if not gpu:
         return {}
+    if kernel.rows_sweep:
+        rows = [8, 16, 32, 64] if rows_of(kernel) > 1 else [1]
+        return {"BLOCK_W": [64, 128, 256, 512], "ROWS": rows, "num_warps": [2, 4, 8]}
     if kernel.depthwise:
         return {"BLOCK": [128, 256, 512, 1024], "num_warps": [2, 4, 8]}
     return {**({"DOT": list(dots)} if dots else {}), "BLOCK_M": [64, 128],
@@ -330,7 +353,9 @@ def launch(kernel: ConvKernel, args: list[str], config: dict[str, Any]) -> list[
         channels = kernel.groups * kernel.cout_g
         lines.append(f"{copy} = {args[slot]}.reshape({channels}, -1).t().contiguous()")
         args[slot] = copy
-    if kernel.depthwise:
+    if kernel.rows_sweep:
+        grid = rows_grid(kernel, config["BLOCK_W"], config["ROWS"])
+    elif kernel.depthwise:
         grid = f"(triton.cdiv({kernel.numel}, {config['BLOCK']}),)"
     else:
         grid = (f"(triton.cdiv({kernel.phase_m}, {config['BLOCK_M']}) * "

@@ -1,0 +1,220 @@
+"""Forward depthwise convolutions as row sweeps (tools/builtin/triton_conv.py prints the rest).
+
+A program owns BLOCK_W output columns of ROWS consecutive output rows of one plane (a batch
+index, a channel and any outer spatial position). Walking down its rows with stride 1, it loads
+each input row once per kernel column and adds it into the partial sums of every output row
+that row reaches (one per kernel row), so a 3 x 7 window costs 7 loads an output, not 21, and a
+tap's address is a constant offset from the row's. The flat kernel (one output per lane, its
+window's positions computed per element: triton_conv_direct.direct) reached 31% of
+speed-of-light on level1/85 (3 x 7) and 64% on level1/84 (3 x 3). Rows strided or dilated
+cannot share loads that way: there each output row reads its whole window (cached in L1).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from kernelgraph.tools.builtin.conv import ConvKernel
+from kernelgraph.tools.builtin.conv_index import coordinates
+from kernelgraph.tools.builtin.triton_emit import _indent
+
+
+def rolling(kernel: ConvKernel) -> bool:
+    """Whether consecutive output rows share input rows: stride 1 and dilation 1 down the rows
+    (a 1-d convolution has one row)."""
+    dims = len(kernel.kernel)
+    return dims == 1 or (kernel.stride[-2] == 1 and kernel.dilation[-2] == 1)
+
+
+def rows_of(kernel: ConvKernel) -> int:
+    """Output rows of a plane: the second-to-last spatial size (1 for a 1-d convolution)."""
+    return kernel.out_sizes[-2] if len(kernel.kernel) > 1 else 1
+
+
+def planes(kernel: ConvKernel) -> int:
+    """Batch x channels x the outer spatial positions (a 3-d convolution's depth)."""
+    return kernel.batch * kernel.groups * math.prod(kernel.out_sizes[:-2])
+
+
+def grid(kernel: ConvKernel, block_w: int, rows: int) -> str:
+    columns = f"triton.cdiv({kernel.out_sizes[-1]}, {block_w})"
+    return f"({columns} * triton.cdiv({rows_of(kernel)}, {rows}) * {planes(kernel)},)"
+
+
+def depthwise_rows(kernel: ConvKernel, stores: list[str]) -> list[str]:
+    """The kernel body; `stores` (the epilogue and its tl.store lines over acc, idx and mask)
+    run once per output row."""
+    dims, xs = len(kernel.kernel), kernel.x_strides
+    out_w, out_h = kernel.out_sizes[-1], rows_of(kernel)
+    wide = ".to(tl.int64)" if kernel.wide else ""
+    lines = [
+        "pid = tl.program_id(0)",
+        f"pw = pid % tl.cdiv({out_w}, BLOCK_W)",
+        f"rest = pid // tl.cdiv({out_w}, BLOCK_W)",
+        f"oh0 = (rest % tl.cdiv({out_h}, ROWS)) * ROWS",
+        f"plane = (rest // tl.cdiv({out_h}, ROWS)){wide}",
+        "# plane = (batch * channels + channel) * outer positions + outer position",
+        f"nc = plane // {math.prod(kernel.out_sizes[:-2])}",
+        f"c = nc % {kernel.groups}",
+        f"x_base = (nc // {kernel.groups}) * {xs[0]} + c * {xs[1]}",
+        f"w_base = c * {kernel.w_group}",
+        "ow = pw * BLOCK_W + tl.arange(0, BLOCK_W)",
+        f"col_ok = ow < {out_w}",
+    ]
+    outer = _outer_taps(kernel, lines)
+    columns = _column_taps(kernel, lines)
+    weights = _weights(kernel, lines)
+    if dims == 1:
+        body = _loads(kernel, outer, columns, row=None)
+        body.append(" + ".join(["acc = 0.0", *_products(kernel, outer, columns, weights, 0)]))
+        return [*lines, *body, f"idx = plane * {out_w} + ow", "mask = col_ok", *stores]
+    if rolling(kernel):
+        return lines + _rolling_loop(kernel, outer, columns, weights, stores)
+    return lines + _window_loop(kernel, outer, columns, weights, stores)
+
+
+def _outer_taps(kernel: ConvKernel, lines: list[str]) -> list[tuple[str, str]]:
+    """(offset, in-bounds test) of each outer kernel position (a 3-d kernel's depth): scalars,
+    fixed for the program."""
+    dims, xs = len(kernel.kernel), kernel.x_strides
+    if dims < 3:
+        return [("0", "")]
+    outs = coordinates(
+        f"plane % {math.prod(kernel.out_sizes[:-2])}", kernel.out_sizes[:-2], "o", lines
+    )
+    per_dim = []
+    for d in range(dims - 2):
+        s, p, dil, size = (
+            kernel.stride[d],
+            kernel.padding[d],
+            kernel.dilation[d],
+            kernel.in_sizes[d],
+        )
+        taps = []
+        for k in range(kernel.kernel[d]):
+            lines.append(f"i{d}_{k} = {outs[d]} * {s} + {k * dil - p}")
+            test = f"(i{d}_{k} >= 0) & (i{d}_{k} < {size})"
+            taps.append((f"i{d}_{k} * {xs[2 + d]}", test))
+        per_dim.append(taps)
+    combined = []
+    for t, taps in enumerate(itertools.product(*per_dim)):
+        lines.append(f"od{t} = {' + '.join(offset for offset, _ in taps)}")
+        lines.append(f"dok{t} = {' & '.join(test for _, test in taps)}")
+        combined.append((f"od{t}", f"dok{t}"))
+    return combined
+
+
+def _column_taps(kernel: ConvKernel, lines: list[str]) -> list[tuple[str, str]]:
+    """(offset, mask) of each kernel column: the masks differ only where a tap can fall in the
+    padding or past the input."""
+    s, p, dil = kernel.stride[-1], kernel.padding[-1], kernel.dilation[-1]
+    size, xs = kernel.in_sizes[-1], kernel.x_strides[-1]
+    lines.append(f"iw = ow * {s * xs}")
+    last = (kernel.out_sizes[-1] - 1) * s - p + (kernel.kernel[-1] - 1) * dil
+    edges = p > 0 or last >= size
+    taps = []
+    for k in range(kernel.kernel[-1]):
+        shift = k * dil - p
+        if edges:
+            lines.append(f"cok{k} = col_ok & (ow * {s} >= {-shift}) & (ow * {s} < {size - shift})")
+        offset = f"iw + {shift * xs}" if shift else "iw"
+        taps.append((offset, f"cok{k}" if edges else "col_ok"))
+    return taps
+
+
+def _weights(kernel: ConvKernel, lines: list[str]) -> dict[tuple[int, ...], str]:
+    """Every weight of the channel's window, loaded once: name by kernel position."""
+    names = {}
+    for position in itertools.product(*(range(k) for k in kernel.kernel)):
+        name = "w_" + "_".join(map(str, position))
+        steps = (f"{k * s}" for k, s in zip(position, kernel.w_k, strict=True) if k)
+        offset = " + ".join(["w_base", *steps])
+        lines.append(f"{name} = tl.load({kernel.w} + {offset}).to(tl.float32)")
+        names[position] = name
+    return names
+
+
+def _loads(kernel: ConvKernel, outer, columns, row: tuple[str, str, str] | None) -> list[str]:
+    """Loads of one input row (row: name suffix, offset and in-bounds test, or None for 1-d)
+    at every outer and column tap, as v{suffix}_{outer}_{column}."""
+    suffix, row_offset, row_ok = row or ("", "", "")
+    lines = []
+    for t, (outer_offset, outer_ok) in enumerate(outer):
+        for k, (column_offset, column_ok) in enumerate(columns):
+            offset = " + ".join(
+                o for o in ("x_base", outer_offset, row_offset, column_offset) if o not in ("", "0")
+            )
+            mask = " & ".join(m for m in (column_ok, outer_ok, row_ok) if m)
+            lines.append(
+                f"v{suffix}_{t}_{k} = tl.load({kernel.x} + {offset}, mask={mask}, other=0.0).to(tl.float32)"
+            )
+    return lines
+
+
+def _products(
+    kernel: ConvKernel, outer, columns, weights, k_row: int, suffix: str = ""
+) -> list[str]:
+    """w * v for every outer and column tap at kernel row k_row."""
+    terms = []
+    outer_positions = list(itertools.product(*(range(k) for k in kernel.kernel[:-2])))
+    for t in range(len(outer)):
+        for k in range(len(columns)):
+            position = (*outer_positions[t], *([k_row] if len(kernel.kernel) > 1 else []), k)
+            terms.append(f"{weights[position]} * v{suffix}_{t}_{k}")
+    return terms
+
+
+def _row_test(kernel: ConvKernel, name: str) -> str:
+    """An input row inside the input: above it only with padding; below it past the last
+    chunk, or where the window overruns."""
+    below = f"({name} < {kernel.in_sizes[-2]})"
+    return f"({name} >= 0) & {below}" if kernel.padding[-2] else below
+
+
+def _rolling_loop(kernel: ConvKernel, outer, columns, weights, stores: list[str]) -> list[str]:
+    """Stride 1 down the rows: input row oh0 - padding + j reaches output rows oh0 + j - k for
+    each kernel row k; p{k} carries the partial sum of output row oh0 + j - k to the next
+    input row, and the row kernel row kh - 1 completes is stored."""
+    kh, pad, xs = kernel.kernel[-2], kernel.padding[-2], kernel.x_strides[-2]
+    out_w, out_h = kernel.out_sizes[-1], kernel.out_sizes[-2]
+    lines = [f"p{k} = tl.zeros([BLOCK_W], tl.float32)" for k in range(kh - 1)]
+    body = [f"ih = oh0 + j - {pad}" if pad else "ih = oh0 + j"]
+    body += _loads(kernel, outer, columns, ("", f"ih * {xs}", _row_test(kernel, "ih")))
+    done = [f"p{kh - 2}"] if kh > 1 else ["0.0"]
+    body.append(
+        " + ".join(["acc = " + done[0], *_products(kernel, outer, columns, weights, kh - 1)])
+    )
+    for k in reversed(range(kh - 1)):
+        carried = [f"p{k - 1}"] if k > 0 else []
+        body.append(
+            f"p{k} = " + " + ".join([*carried, *_products(kernel, outer, columns, weights, k)])
+        )
+    body += [
+        f"oh = oh0 + j - {kh - 1}",
+        f"idx = plane * {out_h * out_w} + oh * {out_w} + ow",
+        f"mask = col_ok & (oh >= oh0) & (oh < {out_h})",
+        *stores,
+    ]
+    return [*lines, f"for j in range(ROWS + {kh - 1}):", *_indent(body)]
+
+
+def _window_loop(kernel: ConvKernel, outer, columns, weights, stores: list[str]) -> list[str]:
+    """Rows strided or dilated: each output row reads its whole window."""
+    kh, s, pad, dil = kernel.kernel[-2], kernel.stride[-2], kernel.padding[-2], kernel.dilation[-2]
+    out_w, out_h, xs = kernel.out_sizes[-1], kernel.out_sizes[-2], kernel.x_strides[-2]
+    body = ["oh = oh0 + j"]
+    terms = []
+    for k in range(kh):
+        body.append(f"ih{k} = oh * {s} + {k * dil - pad}")
+        body += _loads(
+            kernel, outer, columns, (f"r{k}", f"ih{k} * {xs}", _row_test(kernel, f"ih{k}"))
+        )
+        terms += _products(kernel, outer, columns, weights, k, f"r{k}")
+    body += [
+        " + ".join(["acc = 0.0", *terms]),
+        f"idx = plane * {out_h * out_w} + oh * {out_w} + ow",
+        f"mask = col_ok & (oh < {out_h})",
+        *stores,
+    ]
+    return ["for j in range(ROWS):", *_indent(body)]
