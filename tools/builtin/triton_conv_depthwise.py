@@ -67,7 +67,7 @@ def depthwise_rows(kernel: ConvKernel, stores: list[str]) -> list[str]:
     weights = _weights(kernel, lines)
     if dims == 1:
         body = _loads(kernel, outer, columns, row=None)
-        body.append(" + ".join(["acc = 0.0", *_products(kernel, outer, columns, weights, 0)]))
+        body += _accumulate("acc", None, _products(kernel, outer, columns, weights, [0]))
         return [*lines, *body, f"idx = plane * {out_w} + ow", "mask = col_ok", *stores]
     if rolling(kernel):
         return lines + _rolling_loop(kernel, outer, columns, weights, stores)
@@ -152,17 +152,32 @@ def _loads(kernel: ConvKernel, outer, columns, row: tuple[str, str, str] | None)
     return lines
 
 
-def _products(
-    kernel: ConvKernel, outer, columns, weights, k_row: int, suffix: str = ""
-) -> list[str]:
-    """w * v for every outer and column tap at kernel row k_row."""
-    terms = []
+def _products(kernel: ConvKernel, outer, columns, weights, k_rows: list[int], window: bool = False):
+    """(weight, value) of every tap at the kernel rows k_rows, in kernel-position order (outer,
+    row, column); `window`: each kernel row's values are its own loads (v r{k}_...)."""
+    pairs = []
     outer_positions = list(itertools.product(*(range(k) for k in kernel.kernel[:-2])))
+    rows = k_rows if len(kernel.kernel) > 1 else [None]
     for t in range(len(outer)):
-        for k in range(len(columns)):
-            position = (*outer_positions[t], *([k_row] if len(kernel.kernel) > 1 else []), k)
-            terms.append(f"{weights[position]} * v{suffix}_{t}_{k}")
-    return terms
+        for k_row in rows:
+            for k in range(len(columns)):
+                position = (*outer_positions[t], *([] if k_row is None else [k_row]), k)
+                value = f"v{f'r{k_row}' if window else ''}_{t}_{k}"
+                pairs.append((weights[position], value))
+    return pairs
+
+
+def _accumulate(name: str, start: str | None, pairs) -> list[str]:
+    """name = start + w * v + ..., one FMA a tap in kernel-position order: the flat kernel's
+    order, which matched cuDNN's depthwise results bit for bit on level1/82-86 (a
+    depthwise-separable convolution's TF32 pointwise step turns a last-bit difference into
+    1.2e-4: level1/86)."""
+    lines = []
+    for weight, value in pairs:
+        product = f"{weight} * {value}" if start is None else f"tl.fma({weight}, {value}, {start})"
+        lines.append(f"{name} = {product}")
+        start = name
+    return lines
 
 
 def _row_test(kernel: ConvKernel, name: str) -> str:
@@ -181,15 +196,11 @@ def _rolling_loop(kernel: ConvKernel, outer, columns, weights, stores: list[str]
     lines = [f"p{k} = tl.zeros([BLOCK_W], tl.float32)" for k in range(kh - 1)]
     body = [f"ih = oh0 + j - {pad}" if pad else "ih = oh0 + j"]
     body += _loads(kernel, outer, columns, ("", f"ih * {xs}", _row_test(kernel, "ih")))
-    done = [f"p{kh - 2}"] if kh > 1 else ["0.0"]
-    body.append(
-        " + ".join(["acc = " + done[0], *_products(kernel, outer, columns, weights, kh - 1)])
-    )
+    done = f"p{kh - 2}" if kh > 1 else None
+    body += _accumulate("acc", done, _products(kernel, outer, columns, weights, [kh - 1]))
     for k in reversed(range(kh - 1)):
-        carried = [f"p{k - 1}"] if k > 0 else []
-        body.append(
-            f"p{k} = " + " + ".join([*carried, *_products(kernel, outer, columns, weights, k)])
-        )
+        carried = f"p{k - 1}" if k > 0 else None
+        body += _accumulate(f"p{k}", carried, _products(kernel, outer, columns, weights, [k]))
     body += [
         f"oh = oh0 + j - {kh - 1}",
         f"idx = plane * {out_h * out_w} + oh * {out_w} + ow",
@@ -204,15 +215,14 @@ def _window_loop(kernel: ConvKernel, outer, columns, weights, stores: list[str])
     kh, s, pad, dil = kernel.kernel[-2], kernel.stride[-2], kernel.padding[-2], kernel.dilation[-2]
     out_w, out_h, xs = kernel.out_sizes[-1], kernel.out_sizes[-2], kernel.x_strides[-2]
     body = ["oh = oh0 + j"]
-    terms = []
     for k in range(kh):
         body.append(f"ih{k} = oh * {s} + {k * dil - pad}")
-        body += _loads(
-            kernel, outer, columns, (f"r{k}", f"ih{k} * {xs}", _row_test(kernel, f"ih{k}"))
-        )
-        terms += _products(kernel, outer, columns, weights, k, f"r{k}")
+        row = (f"r{k}", f"ih{k} * {xs}", _row_test(kernel, f"ih{k}"))
+        body += _loads(kernel, outer, columns, row)
+    body += _accumulate(
+        "acc", None, _products(kernel, outer, columns, weights, list(range(kh)), True)
+    )
     body += [
-        " + ".join(["acc = 0.0", *terms]),
         f"idx = plane * {out_h * out_w} + oh * {out_w} + ow",
         f"mask = col_ok & (oh < {out_h})",
         *stores,
