@@ -28,6 +28,18 @@ SWEEPS = {
                            "self.c = nn.Conv1d(3, 3, 5, stride=2, padding=2, dilation=2, groups=3)"),
     "3d_padded_depth_strided": ("self.c(x)", "torch.randn(1, 2, 5, 6, 7)",
                                 "self.c = nn.Conv3d(2, 2, (2, 3, 3), stride=(2, 1, 1), padding=(1, 1, 0), groups=2)"),
+    # rows 16-byte aligned, stride 1 along them: lanes of four outputs, aligned vector groups
+    "2d_3x7_groups": ("torch.relu(self.c(x))", "torch.randn(2, 3, 9, 16)",
+                      "self.c = nn.Conv2d(3, 3, (3, 7), groups=3, bias=False)"),
+    "2d_padded_dilated_columns_groups": (
+        "self.c(x) + 1", "torch.randn(1, 2, 7, 12)",
+        "self.c = nn.Conv2d(2, 2, 3, padding=(1, 3), dilation=(1, 3), groups=2)"),
+    "2d_strided_rows_groups": ("self.c(x)", "torch.randn(2, 4, 11, 8)",
+                               "self.c = nn.Conv2d(4, 4, 3, stride=(2, 1), padding=1, groups=4)"),
+    "1d_padded_dilated_groups": ("self.c(x)", "torch.randn(2, 3, 24)",
+                                 "self.c = nn.Conv1d(3, 3, 5, padding=2, dilation=2, groups=3)"),
+    "3d_padded_groups": ("torch.tanh(self.c(x))", "torch.randn(1, 2, 5, 6, 8)",
+                         "self.c = nn.Conv3d(2, 2, (2, 3, 3), padding=1, groups=2)"),
 }  # fmt: skip
 
 
@@ -47,20 +59,24 @@ def test_depthwise_sweeps_verify(tmp_path, name, tiles):
     source = kernel.read_text()
     assert "torch.convolution" not in source and "tl.dot" not in source
     assert "for j in range(ROWS" in source or name.startswith("1d")
+    assert ("tl.split(" in source) == name.endswith("_groups")  # vector groups, or a load a tap
     verdict = verify(task, kernel, tmp_path)
     assert verdict.passed, verdict.message
 
 
 @pytest.mark.parametrize(
-    ("params", "loads"),
-    [("nn.Conv2d(3, 3, (3, 7), groups=3)", 7),  # rolling: one load per kernel column
-     ("nn.Conv2d(3, 3, (3, 7), stride=(2, 1), groups=3)", 21),  # strided rows: the window
-     ("nn.Conv3d(3, 3, (2, 3, 3), groups=3)", 6)],  # rolling: depth x columns
-    ids=["rolling", "strided_rows", "3d_rolling"],
+    ("params", "width", "loads"),
+    [("nn.Conv2d(3, 3, (3, 7), groups=3)", 9, 7),  # rolling: one load per kernel column
+     ("nn.Conv2d(3, 3, (3, 7), stride=(2, 1), groups=3)", 9, 21),  # strided rows: the window
+     ("nn.Conv3d(3, 3, (2, 3, 3), groups=3)", 9, 6),  # rolling: depth x columns
+     ("nn.Conv2d(3, 3, (3, 7), groups=3)", 16, 3)],  # aligned rows: 3 groups of four
+    ids=["rolling", "strided_rows", "3d_rolling", "rolling_groups"],
 )  # fmt: skip
-def test_a_rolling_sweep_loads_each_input_row_once_per_column_tap(tmp_path, params, loads):
-    inputs = "torch.randn(1, 3, 4, 8, 9)" if "3d" in params else "torch.randn(1, 3, 8, 9)"
-    task = task_file(tmp_path, "self.c(x)", inputs, params=f"self.c = {params}")
+def test_a_rolling_sweep_loads_each_input_row_once(tmp_path, params, width, loads):
+    """A row's loads, per outer tap: one a kernel column, or (aligned rows) one a group of four
+    inputs that a lane's four outputs touch."""
+    shape = f"1, 3, 4, 8, {width}" if "3d" in params else f"1, 3, 8, {width}"
+    task = task_file(tmp_path, "self.c(x)", f"torch.randn({shape})", params=f"self.c = {params}")
     source = generate(task, tmp_path).read_text()
     loop = source[source.index("for j in range(ROWS") :]
     assert len(re.findall(r"\bv\w* = tl\.load\(", loop)) == loads

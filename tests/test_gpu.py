@@ -344,7 +344,7 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(4, 64, 300, 333)]
+    return [torch.randn(4, 64, 300, WIDTH)]
 
 
 def get_init_inputs():
@@ -353,13 +353,18 @@ def get_init_inputs():
 
 
 @pytest.mark.parametrize(
-    "window", ["(3, 7)", "3, stride=(2, 1), padding=1", "(5, 1), padding=(2, 0)"]
-)
-def test_a_depthwise_convolution_sweeps_rows_and_passes(tmp_path, window):
+    ("window", "width"),
+    [("(3, 7)", 336), ("(3, 7)", 333), ("3, stride=(2, 1), padding=1", 336),
+     ("(5, 1), padding=(2, 0)", 333)],
+)  # fmt: skip
+def test_a_depthwise_convolution_sweeps_rows_and_passes(tmp_path, window, width):
     """Forward depthwise convolutions sweep rows (triton_conv_depthwise.py): rolling at stride
-    1, the whole window per row when strided; rows and columns end mid-tile."""
-    task, kernel = first_gpu_candidate(DEPTHWISE_TASK.replace("WINDOW", window), tmp_path)
+    1, the whole window per row when strided; rows 16-byte aligned (336 wide) in lanes of four
+    outputs over vector groups, others a load a tap; rows and columns end mid-tile."""
+    source = DEPTHWISE_TASK.replace("WINDOW", window).replace("WIDTH", str(width))
+    task, kernel = first_gpu_candidate(source, tmp_path)
     assert "for j in range(ROWS" in kernel.read_text()
+    assert ("tl.split(" in kernel.read_text()) == (width % 4 == 0)
     config = EvalConfig(dsl="triton", device="cuda", seeds=3, precision="fp32", profile=False)
     verdict = evaluate(task, kernel, config, EvalCache(tmp_path / "cache"), use_cache=False)
     assert verdict.status == "passed", verdict.message

@@ -16,6 +16,7 @@ from typing import Any
 
 from kernelgraph.tools.builtin.conv import ConvKernel
 from kernelgraph.tools.builtin.conv_index import coordinates, input_position
+from kernelgraph.tools.builtin.depthwise_columns import columns
 from kernelgraph.tools.builtin.kernels import next_pow2
 from kernelgraph.tools.builtin.printer import Printer
 from kernelgraph.tools.builtin.tf32_copies import ROUNDINGS, channels_last_copy, rounded_copy
@@ -316,14 +317,17 @@ def default(kernel: ConvKernel, gpu: bool, dots: tuple[str, ...]) -> dict[str, A
 def _rows_default(kernel: ConvKernel, gpu: bool) -> dict[str, Any]:
     """A row sweep's tile. ROWS: a chunk re-reads kernel rows - 1 input rows above it when the
     rows roll, none otherwise."""
-    width = next_pow2(kernel.out_sizes[-1])
+    lanes = columns(kernel).lanes
+    width = max(next_pow2(kernel.out_sizes[-1]), lanes)
     rows = rows_of(kernel)
     if not gpu:  # the interpreter: few program instances
         return {"BLOCK_W": min(width, 1024), "ROWS": min(rows, 64), "num_warps": 1}
     # a row in one tile where it fits 512: level1/84 (510 wide) ran 3.05 ms at 512, 3.28 at
-    # 256; level1/85 (250 wide) 0.443 at 256, 0.625 at 512 (H100)
+    # 256; level1/85 (250 wide) 0.443 at 256, 0.625 at 512 (H100, a load a tap, 4 warps)
     chunk = 32 if rolling(kernel) else 8
-    return {"BLOCK_W": min(width, 512), "ROWS": min(next_pow2(rows), chunk), "num_warps": 4}
+    width = min(width, 512)
+    warps = max(1, width // (32 * lanes)) if lanes > 1 else 4  # groups: one a thread
+    return {"BLOCK_W": width, "ROWS": min(next_pow2(rows), chunk), "num_warps": warps}
 
 
 def tunables(kernel: ConvKernel, gpu: bool, dots: tuple[str, ...]) -> dict[str, list[Any]]:

@@ -8,6 +8,8 @@ tap's address is a constant offset from the row's. The flat kernel (one output p
 window's positions computed per element: triton_conv_direct.direct) reached 31% of
 speed-of-light on level1/85 (3 x 7) and 64% on level1/84 (3 x 3). Rows strided or dilated
 cannot share loads that way: there each output row reads its whole window (cached in L1).
+How a row's columns are read (a load a tap, or aligned groups of four) is
+tools/builtin/depthwise_columns.py.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import math
 
 from kernelgraph.tools.builtin.conv import ConvKernel
 from kernelgraph.tools.builtin.conv_index import coordinates
+from kernelgraph.tools.builtin.depthwise_columns import TapColumns, columns
 from kernelgraph.tools.builtin.triton_emit import _indent
 
 
@@ -59,19 +62,26 @@ def depthwise_rows(kernel: ConvKernel, stores: list[str]) -> list[str]:
         f"c = nc % {kernel.groups}",
         f"x_base = (nc // {kernel.groups}) * {xs[0]} + c * {xs[1]}",
         f"w_base = c * {kernel.w_group}",
-        "ow = pw * BLOCK_W + tl.arange(0, BLOCK_W)",
-        f"col_ok = ow < {out_w}",
     ]
+    cols = columns(kernel)
+    lines += cols.setup()
     outer = _outer_taps(kernel, lines)
-    columns = _column_taps(kernel, lines)
     weights = _weights(kernel, lines)
     if dims == 1:
-        body = _loads(kernel, outer, columns, row=None)
-        body += _accumulate("acc", None, _products(kernel, outer, columns, weights, [0]))
+        body = _loads(kernel, cols, outer, row=None)
+        for lane in range(cols.lanes):
+            pairs = _products(kernel, cols, outer, weights, [0], lane)
+            body += _accumulate(_lane("acc", cols, lane), None, pairs)
+        body += cols.join("acc")
         return [*lines, *body, f"idx = plane * {out_w} + ow", "mask = col_ok", *stores]
     if rolling(kernel):
-        return lines + _rolling_loop(kernel, outer, columns, weights, stores)
-    return lines + _window_loop(kernel, outer, columns, weights, stores)
+        return lines + _rolling_loop(kernel, cols, outer, weights, stores)
+    return lines + _window_loop(kernel, cols, outer, weights, stores)
+
+
+def _lane(name: str, cols: TapColumns, lane: int) -> str:
+    """The name of `name`'s values at one lane (the name itself when a lane owns one output)."""
+    return name if cols.lanes == 1 else f"{name}_{lane}"
 
 
 def _outer_taps(kernel: ConvKernel, lines: list[str]) -> list[tuple[str, str]]:
@@ -105,24 +115,6 @@ def _outer_taps(kernel: ConvKernel, lines: list[str]) -> list[tuple[str, str]]:
     return combined
 
 
-def _column_taps(kernel: ConvKernel, lines: list[str]) -> list[tuple[str, str]]:
-    """(offset, mask) of each kernel column: the masks differ only where a tap can fall in the
-    padding or past the input."""
-    s, p, dil = kernel.stride[-1], kernel.padding[-1], kernel.dilation[-1]
-    size, xs = kernel.in_sizes[-1], kernel.x_strides[-1]
-    lines.append(f"iw = ow * {s * xs}")
-    last = (kernel.out_sizes[-1] - 1) * s - p + (kernel.kernel[-1] - 1) * dil
-    edges = p > 0 or last >= size
-    taps = []
-    for k in range(kernel.kernel[-1]):
-        shift = k * dil - p
-        if edges:
-            lines.append(f"cok{k} = col_ok & (ow * {s} >= {-shift}) & (ow * {s} < {size - shift})")
-        offset = f"iw + {shift * xs}" if shift else "iw"
-        taps.append((offset, f"cok{k}" if edges else "col_ok"))
-    return taps
-
-
 def _weights(kernel: ConvKernel, lines: list[str]) -> dict[tuple[int, ...], str]:
     """Every weight of the channel's window, loaded once: name by kernel position."""
     names = {}
@@ -135,35 +127,34 @@ def _weights(kernel: ConvKernel, lines: list[str]) -> dict[tuple[int, ...], str]
     return names
 
 
-def _loads(kernel: ConvKernel, outer, columns, row: tuple[str, str, str] | None) -> list[str]:
+def _loads(
+    kernel: ConvKernel, cols: TapColumns, outer, row: tuple[str, str, str] | None
+) -> list[str]:
     """Loads of one input row (row: name suffix, offset and in-bounds test, or None for 1-d)
-    at every outer and column tap, as v{suffix}_{outer}_{column}."""
+    at every outer tap, named v{suffix}_{outer} and then by column (depthwise_columns.py)."""
     suffix, row_offset, row_ok = row or ("", "", "")
     lines = []
     for t, (outer_offset, outer_ok) in enumerate(outer):
-        for k, (column_offset, column_ok) in enumerate(columns):
-            offset = " + ".join(
-                o for o in ("x_base", outer_offset, row_offset, column_offset) if o not in ("", "0")
-            )
-            mask = " & ".join(m for m in (column_ok, outer_ok, row_ok) if m)
-            lines.append(
-                f"v{suffix}_{t}_{k} = tl.load({kernel.x} + {offset}, mask={mask}, other=0.0).to(tl.float32)"
-            )
+        offset = " + ".join(o for o in ("x_base", outer_offset, row_offset) if o not in ("", "0"))
+        mask = " & ".join(m for m in (outer_ok, row_ok) if m)
+        lines += cols.loads(kernel.x, offset, mask, f"v{suffix}_{t}")
     return lines
 
 
-def _products(kernel: ConvKernel, outer, columns, weights, k_rows: list[int], window: bool = False):
-    """(weight, value) of every tap at the kernel rows k_rows, in kernel-position order (outer,
-    row, column); `window`: each kernel row's values are its own loads (v r{k}_...)."""
+def _products(kernel: ConvKernel, cols: TapColumns, outer, weights, k_rows: list[int], lane: int,
+              window: bool = False):  # fmt: skip
+    """(weight, value) of every tap at the kernel rows k_rows for one lane's output, in
+    kernel-position order (outer, row, column); `window`: each kernel row's values are its own
+    loads (v r{k}_...)."""
     pairs = []
     outer_positions = list(itertools.product(*(range(k) for k in kernel.kernel[:-2])))
     rows = k_rows if len(kernel.kernel) > 1 else [None]
     for t in range(len(outer)):
         for k_row in rows:
-            for k in range(len(columns)):
+            name = f"v{f'r{k_row}' if window else ''}_{t}"
+            for k in range(kernel.kernel[-1]):
                 position = (*outer_positions[t], *([] if k_row is None else [k_row]), k)
-                value = f"v{f'r{k_row}' if window else ''}_{t}_{k}"
-                pairs.append((weights[position], value))
+                pairs.append((weights[position], cols.value(name, k, lane)))
     return pairs
 
 
@@ -187,21 +178,29 @@ def _row_test(kernel: ConvKernel, name: str) -> str:
     return f"({name} >= 0) & {below}" if kernel.padding[-2] else below
 
 
-def _rolling_loop(kernel: ConvKernel, outer, columns, weights, stores: list[str]) -> list[str]:
+def _rolling_loop(
+    kernel: ConvKernel, cols: TapColumns, outer, weights, stores: list[str]
+) -> list[str]:
     """Stride 1 down the rows: input row oh0 - padding + j reaches output rows oh0 + j - k for
     each kernel row k; p{k} carries the partial sum of output row oh0 + j - k to the next
     input row, and the row kernel row kh - 1 completes is stored."""
     kh, pad, xs = kernel.kernel[-2], kernel.padding[-2], kernel.x_strides[-2]
     out_w, out_h = kernel.out_sizes[-1], kernel.out_sizes[-2]
-    lines = [f"p{k} = tl.zeros([BLOCK_W], tl.float32)" for k in range(kh - 1)]
+    lanes = range(cols.lanes)
+    lines = [f"{_lane(f'p{k}', cols, j)} = tl.zeros({cols.shape}, tl.float32)"
+             for k in range(kh - 1) for j in lanes]  # fmt: skip
     body = [f"ih = oh0 + j - {pad}" if pad else "ih = oh0 + j"]
-    body += _loads(kernel, outer, columns, ("", f"ih * {xs}", _row_test(kernel, "ih")))
-    done = f"p{kh - 2}" if kh > 1 else None
-    body += _accumulate("acc", done, _products(kernel, outer, columns, weights, [kh - 1]))
-    for k in reversed(range(kh - 1)):
-        carried = f"p{k - 1}" if k > 0 else None
-        body += _accumulate(f"p{k}", carried, _products(kernel, outer, columns, weights, [k]))
+    body += _loads(kernel, cols, outer, ("", f"ih * {xs}", _row_test(kernel, "ih")))
+    for j in lanes:
+        done = _lane(f"p{kh - 2}", cols, j) if kh > 1 else None
+        pairs = _products(kernel, cols, outer, weights, [kh - 1], j)
+        body += _accumulate(_lane("acc", cols, j), done, pairs)
+        for k in reversed(range(kh - 1)):
+            carried = _lane(f"p{k - 1}", cols, j) if k > 0 else None
+            pairs = _products(kernel, cols, outer, weights, [k], j)
+            body += _accumulate(_lane(f"p{k}", cols, j), carried, pairs)
     body += [
+        *cols.join("acc"),
         f"oh = oh0 + j - {kh - 1}",
         f"idx = plane * {out_h * out_w} + oh * {out_w} + ow",
         f"mask = col_ok & (oh >= oh0) & (oh < {out_h})",
@@ -210,7 +209,9 @@ def _rolling_loop(kernel: ConvKernel, outer, columns, weights, stores: list[str]
     return [*lines, f"for j in range(ROWS + {kh - 1}):", *_indent(body)]
 
 
-def _window_loop(kernel: ConvKernel, outer, columns, weights, stores: list[str]) -> list[str]:
+def _window_loop(
+    kernel: ConvKernel, cols: TapColumns, outer, weights, stores: list[str]
+) -> list[str]:
     """Rows strided or dilated: each output row reads its whole window."""
     kh, s, pad, dil = kernel.kernel[-2], kernel.stride[-2], kernel.padding[-2], kernel.dilation[-2]
     out_w, out_h, xs = kernel.out_sizes[-1], kernel.out_sizes[-2], kernel.x_strides[-2]
@@ -218,11 +219,12 @@ def _window_loop(kernel: ConvKernel, outer, columns, weights, stores: list[str])
     for k in range(kh):
         body.append(f"ih{k} = oh * {s} + {k * dil - pad}")
         row = (f"r{k}", f"ih{k} * {xs}", _row_test(kernel, f"ih{k}"))
-        body += _loads(kernel, outer, columns, row)
-    body += _accumulate(
-        "acc", None, _products(kernel, outer, columns, weights, list(range(kh)), True)
-    )
+        body += _loads(kernel, cols, outer, row)
+    for j in range(cols.lanes):
+        pairs = _products(kernel, cols, outer, weights, list(range(kh)), j, window=True)
+        body += _accumulate(_lane("acc", cols, j), None, pairs)
     body += [
+        *cols.join("acc"),
         f"idx = plane * {out_h * out_w} + oh * {out_w} + ow",
         f"mask = col_ok & (oh < {out_h})",
         *stores,
