@@ -103,3 +103,15 @@ def test_a_transposed_depthwise_convolution_keeps_the_flat_kernel(tmp_path):
     source = kernel.read_text()
     assert "ROWS" not in source and "BLOCK: tl.constexpr" in source
     assert verify(task, kernel, tmp_path).passed
+
+
+@pytest.mark.parametrize("name", ["2d_3x7_groups", "2d_strided_rows"])
+def test_a_sweep_past_int32_offsets_computes_them_in_int64(tmp_path, monkeypatch, name):
+    """Offsets past int32 (KernelBench's 4 GiB inputs come close) start from an int64 plane."""
+    monkeypatch.setattr("kernelgraph.tools.builtin.conv.INT32_LIMIT", 100)
+    forward, inputs, params = SWEEPS[name]
+    task = task_file(tmp_path, forward, inputs, params=params)
+    kernel = generate(task, tmp_path, config=_small_tiles)
+    assert "ROWS)).to(tl.int64)" in kernel.read_text()
+    verdict = verify(task, kernel, tmp_path)
+    assert verdict.passed, verdict.message
