@@ -368,3 +368,24 @@ def test_a_few_tap_convolution_adds_exact_fma_outer_products(tmp_path, name):
     judge = EvalConfig(dsl="triton", device="cpu", seeds=1, profile=False)
     verdict = evaluate(task, kernel, judge, cache=EvalCache(tmp_path / "cache"))
     assert verdict.passed, verdict.message
+
+
+@pytest.mark.parametrize(
+    ("params", "copied"),
+    [("self.c = nn.Conv1d(16, 32, 3, stride=3, dilation=4)", False),  # 32 x 3 / 3 uses
+     ("self.c = nn.Conv1d(16, 32, 3, dilation=4)", True),  # 32 x 3 uses
+     ("self.t = nn.ConvTranspose1d(16, 32, 3, stride=3)", True)],  # scattered: 32 x 3
+    ids=["forward_strided", "forward", "transposed_strided"],
+)  # fmt: skip
+def test_the_channels_last_copy_counts_a_forward_strides_reuse(tmp_path, monkeypatch, tensor_cores,
+                                                               params, copied):  # fmt: skip
+    """A forward convolution reads each input element cout_g x taps / stride times: level1/76
+    (stride 3) read its 8.6 GB input about once a tile, so copying it first cost more than it
+    saved. Threshold lowered to 64 here: 96 uses copy, 32 do not."""
+    monkeypatch.setattr("kernelgraph.tools.builtin.layouts.MIN_CONV_REUSE", 64)
+    forward = "self.t(x)" if "Transpose" in params else "self.c(x)"
+    task = task_file(tmp_path, forward, "torch.randn(1, 16, 40)", params=params)
+    kernel = generate(task, tmp_path)
+    assert ("_x_channels_last = " in kernel.read_text()) == copied
+    verdict = verify(task, kernel, tmp_path)
+    assert verdict.passed, verdict.message
