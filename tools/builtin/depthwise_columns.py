@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernelgraph.tools.builtin.conv import ConvKernel
+from kernelgraph.tools.builtin.triton_emit import join_lanes, split_lanes
 
 LANES = 4  # outputs a lane owns in groups, and floats a 16-byte vector load brings
 MAX_GROUPS = 16  # a longer window unrolls into too much code: one load a tap instead
@@ -87,12 +88,10 @@ class GroupedColumns(TapColumns):
             n = f"{name}g{_group(g)}"
             masks = " & ".join(m for m in (f"gok{_group(g)}", mask) if m)
             at = f"ow + {4 * g}" if g else "ow"
-            lines += [
-                f"{n} = tl.load({x} + {offset} + {at}, mask={masks}, other=0.0).to(tl.float32)",
-                f"{n}_even, {n}_odd = tl.split(tl.reshape({n}, [BLOCK_W // 4, 2, 2]))",
-                f"{n}_0, {n}_2 = tl.split({n}_even)",
-                f"{n}_1, {n}_3 = tl.split({n}_odd)",
-            ]
+            lines.append(
+                f"{n} = tl.load({x} + {offset} + {at}, mask={masks}, other=0.0).to(tl.float32)"
+            )
+            lines += split_lanes(n, "BLOCK_W")
         return lines
 
     def value(self, name: str, k: int, lane: int) -> str:
@@ -101,8 +100,7 @@ class GroupedColumns(TapColumns):
 
     def join(self, name: str) -> list[str]:
         """`name` over the tile from its four lanes' values {name}_0 ... {name}_3."""
-        pairs = f"tl.join(tl.join({name}_0, {name}_2), tl.join({name}_1, {name}_3))"
-        return [f"{name} = tl.reshape({pairs}, [BLOCK_W // 4, 4])"]
+        return [join_lanes(name, [f"{name}_{lane}" for lane in range(LANES)], "BLOCK_W")]
 
 
 def columns(kernel: ConvKernel) -> TapColumns:

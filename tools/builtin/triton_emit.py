@@ -148,6 +148,22 @@ def _signature(kernel, constexprs: list[str]) -> str:
     return f"@triton.jit\ndef {kernel.name}({', '.join(args)}):"
 
 
+def split_lanes(name: str, block: str) -> list[str]:
+    """A [block // 4, 4] tile's four columns as {name}_0 ... {name}_3: a lane that owns four
+    consecutive elements picks each out by a constant index (1d pools, depthwise sweeps)."""
+    return [
+        f"{name}_even, {name}_odd = tl.split(tl.reshape({name}, [{block} // 4, 2, 2]))",
+        f"{name}_0, {name}_2 = tl.split({name}_even)",
+        f"{name}_1, {name}_3 = tl.split({name}_odd)",
+    ]
+
+
+def join_lanes(name: str, lanes: list[str], block: str) -> str:
+    """`name` = the [block // 4, 4] tile whose columns are the four `lanes`: split_lanes undone."""
+    pairs = f"tl.join(tl.join({lanes[0]}, {lanes[2]}), tl.join({lanes[1]}, {lanes[3]}))"
+    return f"{name} = tl.reshape({pairs}, [{block} // 4, 4])"
+
+
 def reused_period(kernel: FusedKernel) -> int | None:
     """P when the kernel reads an operand at idx % P, P large and repeated (REUSED_PERIOD)."""
     periods = {

@@ -15,7 +15,13 @@ from typing import Any
 
 from kernelgraph.tools.builtin.pooling import PoolKernel
 from kernelgraph.tools.builtin.printer import Printer
-from kernelgraph.tools.builtin.triton_emit import TritonSyntax, _indent, _signature
+from kernelgraph.tools.builtin.triton_emit import (
+    TritonSyntax,
+    _indent,
+    _signature,
+    join_lanes,
+    split_lanes,
+)
 
 LANES = 4  # outputs a lane owns, and inputs a vector load brings (16 bytes of fp32)
 MAX_GROUPS = 16  # a longer window unrolls into too much code: the general kernel takes it
@@ -58,12 +64,7 @@ def _load_group(kernel: PoolKernel, g: int) -> list[str]:
     checks = [f"({at} >= 0)"] * (g < 0) + [f"({at} < {w.n_in})"]
     other = '-float("inf")' if kernel.mode == "max" else "0.0"
     load = f"tl.load({kernel.source} + base + {at}, mask={' & '.join(checks)}, other={other})"
-    return [
-        f"{n} = {load}.to(tl.float32)",
-        f"{n}_even, {n}_odd = tl.split(tl.reshape({n}, [BLOCK // 4, 2, 2]))",
-        f"{n}_0, {n}_2 = tl.split({n}_even)",
-        f"{n}_1, {n}_3 = tl.split({n}_odd)",
-    ]
+    return [f"{n} = {load}.to(tl.float32)", *split_lanes(n, "BLOCK")]
 
 
 def _output(kernel: PoolKernel, j: int) -> list[str]:
@@ -96,7 +97,7 @@ def pool_source(kernel: PoolKernel, gpu: bool, epilogue: list[str]) -> str:
         body += _load_group(kernel, g)
     for j in range(LANES):
         body += _output(kernel, j)
-    body.append("acc = tl.reshape(tl.join(tl.join(o0, o2), tl.join(o1, o3)), [BLOCK // 4, 4])")
+    body.append(join_lanes("acc", [f"o{j}" for j in range(LANES)], "BLOCK"))
     body += epilogue
     return "\n".join([_signature(kernel, ["BLOCK"]), *_indent(body)])
 
