@@ -52,7 +52,7 @@ def _averaged(program: Program, start: int) -> bool:
             return False
         for later in range(index + 1, len(program.steps)):
             step = program.steps[later]
-            if not reads(step, var):
+            if not _reads(step, var):
                 continue
             passed_on = _passed_on(step)
             if passed_on is None:
@@ -61,7 +61,7 @@ def _averaged(program: Program, start: int) -> bool:
     return True
 
 
-def reads(step: Step, var: str) -> bool:
+def _reads(step: Step, var: str) -> bool:
     """Whether `step` reads `var`: a kernel through a load of its argument, any other step by
     naming it (or an attribute of it) in its source."""
     kernel = step.kernel

@@ -65,9 +65,6 @@ class ConvKernel:
     # every path to the outputs sums many of its elements: one TF32 product is within tolerance
     # (tools/builtin/averaging.py)
     averaged: bool = False
-    # a 1x1 convolution whose input is a depthwise convolution's output, computed in its A tile
-    # instead of read from memory (tools/builtin/conv_chain.py); its x and w are this kernel's
-    depthwise_input: ConvKernel | None = None
     kind: str = "conv"
 
     @property
@@ -142,8 +139,6 @@ class ConvKernel:
     def describe(self) -> str:
         what = "transposed convolution" if self.transposed else "convolution"
         how = "direct (depthwise)" if self.depthwise else "implicit GEMM"
-        if self.depthwise_input is not None:
-            how += " of a depthwise convolution's output computed per A tile"
         return (f"{self.name}: {len(self.kernel)}d {what}, {how}, {self.groups} group(s) of "
                 f"[{self.m}x{self.k}] @ [{self.k}x{self.cout_g}]; pointwise epilogue fused")  # fmt: skip
 

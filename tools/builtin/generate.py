@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 from kernelgraph.tools.builtin.averaging import mark_averaged_convs
-from kernelgraph.tools.builtin.conv_chain import fuse_depthwise_pointwise
 from kernelgraph.tools.builtin.cpp_backend import CppBackend
 from kernelgraph.tools.builtin.errors import Unsupported
 from kernelgraph.tools.builtin.layouts import k_major_operands
@@ -67,8 +66,6 @@ class Generator:
         self.program = mark_averaged_convs(self.program)
         if getattr(self.backend, "k_major_operands", False):
             self.program = k_major_operands(self.program)
-        if getattr(self.backend, "fuses_conv_chains", False):  # after: a copied input stays
-            self.program = fuse_depthwise_pointwise(self.program)
         self.analysis, self.dsl, self.policy = analysis, dsl, policy
         self.reference: ReferenceInit | None = None
         self.why_not = ""

@@ -209,7 +209,6 @@ class TritonBackend:
         self.fp32 = precision in ("fp32", "ieee")  # DOT is tuned: tf32x3 or IEEE for GEMMs
         # fp32 products on tensor cores (tf32x3, tf32) want both operands K-major
         self.k_major_operands = self.gpu and precision in ("fp32", "ieee", "tf32")
-        self.fuses_conv_chains = True  # a depthwise convolution into the 1x1 one it feeds
 
     # ------------------------------------------------------------ splitting (tools/builtin/split.py)
 

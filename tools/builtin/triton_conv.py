@@ -21,7 +21,6 @@ from kernelgraph.tools.builtin.kernels import next_pow2
 from kernelgraph.tools.builtin.printer import Printer
 from kernelgraph.tools.builtin.tf32_copies import ROUNDINGS, channels_last_copy, rounded_copy
 from kernelgraph.tools.builtin.tile_offsets import Digit, TileOffsets
-from kernelgraph.tools.builtin.triton_conv_chain import depthwise_gemm
 from kernelgraph.tools.builtin.triton_conv_depthwise import depthwise_rows, rolling, rows_of
 from kernelgraph.tools.builtin.triton_conv_depthwise import grid as rows_grid
 from kernelgraph.tools.builtin.triton_conv_direct import FMA, direct, fma_taps
@@ -48,7 +47,6 @@ def conv_source(
         body = _tile(kernel) + fma_taps(kernel) + _tile_output(kernel) + stores
     else:
         gemm = _channel_gemm if kernel.channel_loop else _flat_gemm
-        gemm = depthwise_gemm if kernel.depthwise_input else gemm
         ahead = ("b", "a") if kernel.x_channels_last else ("b",)
         dot = _dot(input_precision, ahead if _rounding(config) else ())
         body = _tile(kernel) + gemm(kernel, dot) + _tile_output(kernel) + stores
