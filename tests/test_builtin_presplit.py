@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 
@@ -86,7 +87,7 @@ import torch, triton, triton.language as tl
 torch.manual_seed(0)
 x = torch.cat([torch.randn(4000) * 1e3, torch.tensor([3.4028234e38, -1.0000001, 1e-30, 0.0])])
 parts = torch.empty(2 * x.numel())
-_split_tf32[(triton.cdiv(x.numel(), 1024),)](x, parts, x.numel(), BLOCK=1024)
+_split_tf32[(triton.cdiv(x.numel(), 1024),)](x, parts, x.numel(), x.numel(), BLOCK=1024)
 hi, lo = parts[: x.numel()], parts[x.numel():]
 bits = parts.view(torch.int32) & 0x1FFF
 ok = x != 0
@@ -149,3 +150,27 @@ def test_tuning_never_writes_a_gemm_whose_stages_exceed_shared_memory(tmp_path):
     assert any(_shared_bytes(config[gemm]) > SHARED_LIMIT for config in raw)
     written = [read_config(code) for code in model.upcoming({}, [default], default, 10_000)]
     assert written and all(_shared_bytes(config[gemm]) <= SHARED_LIMIT for config in written)
+
+
+@pytest.mark.parametrize("dot", [PRESPLIT, "tf32x3"])
+def test_a_k_of_no_multiple_of_four_runs_whole_blocks_unmasked_and_verifies(tmp_path, dot):
+    """K = 133: eight whole 16-deep blocks without a mask (a mask at K's end, constant over no
+    group of four, kept Triton from vector loads: level1/8's K = 2949), then the masked last
+    block; the split copies' low parts start 128-byte aligned past the high ones."""
+    task = task_file(tmp_path, "x @ y", "torch.randn(512, 133), torch.randn(133, 512)")
+    gen = builtin_generator(task, "triton", tmp_path, device="cuda")
+    config = {
+        name: {**c, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 16, "DOT": dot}
+        for name, c in gen.default_config().items()
+    }
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(gen.code(config))
+    source = kernel.read_text()
+    assert "for kk in range(0, 133 // BLOCK_K):" in source and "if 133 % BLOCK_K != 0:" in source
+    assert source.count("kmask = rk <") == 1
+    if dot == PRESPLIT:
+        lows = [int(n) for n in re.findall(r"_split_tf32\[.*?, (\d+), BLOCK=", source)]
+        assert lows and all(low % 32 == 0 for low in lows)
+    judge = EvalConfig(dsl="triton", device="cpu", seeds=2, profile=False)
+    verdict = evaluate(task, kernel, judge, cache=EvalCache(tmp_path / "cache"), use_cache=False)
+    assert verdict.passed, verdict.message

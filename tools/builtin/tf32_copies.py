@@ -21,6 +21,7 @@ ROUNDINGS = {
     "tf32rna": f"(({_BITS} + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)",
 }
 ROUND_BLOCK = 1024
+LOW_ALIGN = 32  # elements: 128 bytes
 CHANNEL_BLOCK, POSITION_BLOCK = 32, 128
 
 # every element of a tensor's memory span, gaps included, into a tensor of the same strides
@@ -49,13 +50,13 @@ def _channels_last(src, dst, channels, positions, position_tiles,
 # hi + lo is x within 2^-22 of |x|, and both are exact TF32 values, which a TF32 product reads
 # without loss.
 _SPLIT_KERNEL = """@triton.jit
-def _split_tf32(src, dst, span, BLOCK: tl.constexpr):
+def _split_tf32(src, dst, span, low, BLOCK: tl.constexpr):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(src + offs, mask=offs < span)
     hi = (x.to(tl.uint32, bitcast=True) & 0xFFFFE000).to(tl.float32, bitcast=True)
     rest = tl.where(hi == x, 0.0, x - hi)
     tl.store(dst + offs, hi, mask=offs < span)
-    tl.store(dst + span + offs, LOW, mask=offs < span)
+    tl.store(dst + low + offs, LOW, mask=offs < span)
 """
 
 # the same split in registers, for a kernel that splits its own tiles (triton_gemm_sweep.py)
@@ -91,13 +92,21 @@ def rounded_copy(source: str, copy: str, dot: str) -> list[str]:
     ]
 
 
+def low_offset(span: int) -> int:
+    """Where a split copy's low parts start: past the `span` high ones, at a multiple of
+    LOW_ALIGN elements, so that a line aligned in the high parts is aligned in the low ones (at
+    `span` itself, level1/8's odd span of 24221157 left every low-part load 4 bytes wide)."""
+    return -(-span // LOW_ALIGN) * LOW_ALIGN
+
+
 def split_copy(source: str, copy: str, span: int) -> list[str]:
     """Lines that make `copy`: the `span` elements from `source`'s first, split in two TF32
-    parts, the high ones at `copy` and the rest `span` elements later, each in `source`'s
-    strides (so a kernel reads both at the offsets it read `source` at)."""
+    parts, the high ones at `copy` and the rest `low_offset(span)` elements later, each in
+    `source`'s strides (so a kernel reads both at the offsets it read `source` at)."""
+    low = low_offset(span)
     return [
-        f"{copy} = torch.empty(({2 * span},), device={source}.device, dtype=torch.float32)",
-        f"_split_tf32[(triton.cdiv({span}, {ROUND_BLOCK}),)]({source}, {copy}, {span}, "
+        f"{copy} = torch.empty(({low + span},), device={source}.device, dtype=torch.float32)",
+        f"_split_tf32[(triton.cdiv({span}, {ROUND_BLOCK}),)]({source}, {copy}, {span}, {low}, "
         f"BLOCK={ROUND_BLOCK})",
     ]
 

@@ -16,7 +16,7 @@ from typing import Any
 from kernelgraph.tools.builtin import tf32_copies, triton_gemm_sweep, triton_gemv
 from kernelgraph.tools.builtin.expr import loads
 from kernelgraph.tools.builtin.kernels import GemmKernel, next_pow2
-from kernelgraph.tools.builtin.layouts import MIN_REUSE
+from kernelgraph.tools.builtin.layouts import ALIGN, MIN_REUSE
 from kernelgraph.tools.builtin.printer import Printer
 from kernelgraph.tools.builtin.triton_emit import INT32_LIMIT, TritonSyntax, _indent, _signature
 
@@ -180,21 +180,25 @@ def _epilogue(kernel: GemmKernel, gpu: bool) -> list[str]:
     return lines
 
 
-def _products(kernel: GemmKernel, input_precision: str | None, presplit: bool) -> list[str]:
+def _products(
+    kernel: GemmKernel, input_precision: str | None, presplit: bool, masks: tuple[str, str]
+) -> list[str]:
     """One K step's products into `acc`. Under tf32x3_presplit (a constexpr branch, compiled
-    only when DOT is it) each operand's low parts lie its span after its high ones, and the
-    step's three products go into a fresh accumulator that an fp32 add takes into `acc`, as
-    Triton's tf32x3 does: tensor cores add into an accumulator with truncation, and running all
-    three into `acc` made errors 10-25x larger (level1/2 0.36 against 0.013, H100)."""
+    only when DOT is it) each operand's low parts lie past its high ones (tf32_copies.
+    low_offset), and the step's three products go into a fresh accumulator that an fp32 add
+    takes into `acc`, as Triton's tf32x3 does: tensor cores add into an accumulator with
+    truncation, and running all three into `acc` made errors 10-25x larger (level1/2 0.36
+    against 0.013, H100). `masks`: the loads' mask arguments for a and b ("" for none)."""
     one = "acc = tl.dot(a, b, acc" + (
         f", input_precision={input_precision})" if input_precision else ")"
     )
     if not (presplit and input_precision == "DOT"):
         return [one]
+    low_a, low_b = (tf32_copies.low_offset(kernel.span(side)) for side in "ab")
     return [
         f'if DOT == "{PRESPLIT}":',
-        f"    a_lo = tl.load(a_ptr + {kernel.span('a')}, mask=kmask[None, :], other=0.0)",
-        f"    b_lo = tl.load(b_ptr + {kernel.span('b')}, mask=kmask[:, None], other=0.0)",
+        f"    a_lo = tl.load(a_ptr + {low_a}{masks[0]})",
+        f"    b_lo = tl.load(b_ptr + {low_b}{masks[1]})",
         '    part = tl.dot(a_lo, b, tl.zeros_like(acc), input_precision="tf32")',
         '    part = tl.dot(a, b_lo, part, input_precision="tf32")',
         '    acc += tl.dot(a, b, part, input_precision="tf32")',
@@ -226,11 +230,36 @@ def _gemm_body(kernel: GemmKernel, input_precision: str | None, presplit: bool) 
         f"b_ptr = {b.arg} + bid * {b.strides[0]} + rk[:, None] * {b.strides[1]}"
         f" + bn[None, :] * {b.strides[2]}",
         "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
-        *_k_range(kernel),
-        "    kmask = rk < k_end - kk * BLOCK_K",
-        "    a = tl.load(a_ptr, mask=kmask[None, :], other=0.0)",
-        "    b = tl.load(b_ptr, mask=kmask[:, None], other=0.0)",
-        *_indent(_products(kernel, input_precision, presplit)),
-        f"    a_ptr += BLOCK_K * {a.strides[2]}",
-        f"    b_ptr += BLOCK_K * {b.strides[1]}",
+        *_k_loop(kernel, input_precision, presplit),
+    ]
+
+
+def _k_step(kernel: GemmKernel, input_precision: str | None, presplit: bool, masked: bool):
+    """One K block: the operand tiles, their products, the pointers moved on."""
+    masks = (", mask=kmask[None, :], other=0.0", ", mask=kmask[:, None], other=0.0")
+    masks = masks if masked else ("", "")
+    return [
+        *(["kmask = rk < k_end - kk * BLOCK_K"] if masked else []),
+        f"a = tl.load(a_ptr{masks[0]})",
+        f"b = tl.load(b_ptr{masks[1]})",
+        *_products(kernel, input_precision, presplit, masks),
+        f"a_ptr += BLOCK_K * {kernel.a.strides[2]}",
+        f"b_ptr += BLOCK_K * {kernel.b.strides[1]}",
+    ]
+
+
+def _k_loop(kernel: GemmKernel, input_precision: str | None, presplit: bool) -> list[str]:
+    """The K loop, each block masked at K's end. A K that is no multiple of 4 (level1/8's
+    2949) leaves the mask's value constant over no group of 4, so Triton loaded every element
+    on its own; there the whole blocks run unmasked and the last, partial one after them."""
+    step = _k_step(kernel, input_precision, presplit, masked=True)
+    if kernel.k % ALIGN == 0 or kernel.split_k > 1:
+        return [*_k_range(kernel), *_indent(step)]
+    whole = _k_step(kernel, input_precision, presplit, masked=False)
+    return [
+        f"k_end = {kernel.k}",
+        f"for kk in range(0, {kernel.k} // BLOCK_K):",
+        *_indent(whole),
+        f"if {kernel.k} % BLOCK_K != 0:",
+        *_indent([f"kk = {kernel.k} // BLOCK_K", *step]),
     ]
