@@ -389,3 +389,33 @@ def test_the_channels_last_copy_counts_a_forward_strides_reuse(tmp_path, monkeyp
     assert ("_x_channels_last = " in kernel.read_text()) == copied
     verdict = verify(task, kernel, tmp_path)
     assert verdict.passed, verdict.message
+
+
+@pytest.mark.parametrize(
+    ("params", "inputs", "taps_in_turn"),
+    [("self.c = nn.Conv1d(40, 24, 3, stride=3, dilation=4)", "torch.randn(2, 40, 50)", "kpos = kc % 3"),
+     ("self.c = nn.Conv2d(36, 24, 3, stride=2, padding=1, groups=2)", "torch.randn(2, 36, 9, 9)", "kpos = kc % 9"),
+     ("self.t = nn.ConvTranspose1d(40, 24, 3, stride=2, padding=1, dilation=2)", "torch.randn(2, 40, 30)", None)],
+    ids=["forward_strided", "forward_grouped", "transposed_strided"],
+)  # fmt: skip
+def test_a_convolution_read_in_place_takes_its_weights_channels_contiguous(
+    tmp_path, tensor_cores, params, inputs, taps_in_turn
+):
+    """An input too little reused for its channels-last copy is read in place, but the weights
+    (reused by every output position) are still copied as [group, *k, cout_g, cin_g], so B's
+    K elements are contiguous; a channel block's taps run in turn (their input lines overlap).
+    BLOCK_K 16 makes several channel blocks; verified under the harness."""
+    forward = "self.t(x)" if "Transpose" in params else "self.c(x)"
+    task = task_file(tmp_path, forward, inputs, params=params)
+
+    def deep16(generator):
+        return {k: {**c, "BLOCK_K": 16} for k, c in generator.default_config().items()}
+
+    kernel = generate(task, tmp_path, config=deep16)
+    source = kernel.read_text()
+    assert "_x_channels_last = " not in source
+    assert source.count("_w_k_major = ") == 1 and ".permute(" in source
+    if taps_in_turn:
+        assert taps_in_turn in source
+    verdict = verify(task, kernel, tmp_path)
+    assert verdict.passed, verdict.message

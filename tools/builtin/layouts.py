@@ -13,9 +13,9 @@ K-major whose lines do not start 16-byte aligned (K not a multiple of 4 floats) 
 each line into a slot of the next multiple of 4 floats; the K loop still stops at K.
 
 A convolution whose K loop runs over input-channel blocks (ConvKernel.channel_loop) reads its
-input channels-last ([n, *positions, c]) and its weights as [group, *k, cout_g, cin_g]: both
-operands' K elements (the input channels) contiguous. Each input element is reused cout_g x
-kernel positions times and each weight element by every output position.
+weights as [group, *k, cout_g, cin_g] (the input channels, its K, contiguous: each weight element
+is reused by every output position), and its input channels-last ([n, *positions, c]) where
+each input element is reused often enough (`conv_reuse`) to pay for the copy.
 
 Attention's second product (weights @ v) has the keys as its K: v is copied keys-contiguous
 when ATTENTION_V_COPY is on (q and k^T are K-major as SDPA's inputs come).
@@ -109,18 +109,16 @@ def conv_reuse(kernel: ConvKernel) -> float:
 
 
 def _relaid_conv(step: Step, kernel: ConvKernel, steps: list[Step]) -> Step:
+    """Weights as [group, *k, cout_g, cin_g] (input channels contiguous: vector loads of B),
+    and the input channels-last when it is reused enough to pay for its copy."""
     read_by_epilogue = {ld.tensor for s in kernel.stores for ld in loads(s.value)}
-    if {
-        kernel.x,
-        kernel.w,
-    } & read_by_epilogue or conv_reuse(kernel) < MIN_CONV_REUSE:
+    copy_x = conv_reuse(kernel) >= MIN_CONV_REUSE
+    if {kernel.x, kernel.w} & read_by_epilogue or not (copy_x or kernel.w_ci != 1):
         return step
     inputs = list(step.inputs)
     w_slot = kernel.inputs.index(kernel.w)
-    dims, cin, g = len(kernel.kernel), kernel.groups * kernel.cin_g, kernel.groups
+    dims, g = len(kernel.kernel), kernel.groups
     w_copy = f"{kernel.name}_w_k_major"
-    x_strides = [cin * math.prod(kernel.in_sizes), 1]
-    x_strides += [cin * math.prod(kernel.in_sizes[d + 1 :]) for d in range(dims)]
     # weights [g * a, b, *k] (a, b: cout_g, cin_g, or cin_g, cout_g when transposed) to
     # [g, *k, cout_g, cin_g]
     inner = (kernel.cin_g, kernel.cout_g) if kernel.transposed else (kernel.cout_g, kernel.cin_g)
@@ -131,9 +129,13 @@ def _relaid_conv(step: Step, kernel: ConvKernel, steps: list[Step]) -> Step:
     w_k = [pair * math.prod(kernel.kernel[d + 1 :]) for d in range(dims)]
     steps.append(Step("layout", [w_copy], args=w_text))
     inputs[w_slot] = w_copy
-    # the input's copy is the launch's: under tf32rn it rounds while it copies
-    relaid = replace(kernel, x_strides=x_strides, x_channels_last=True,
-                     w_group=pair * kernel.kernel_numel, w_co=kernel.cin_g, w_ci=1, w_k=w_k)  # fmt: skip
+    relaid = replace(kernel, w_group=pair * kernel.kernel_numel, w_co=kernel.cin_g, w_ci=1,
+                     w_k=w_k)  # fmt: skip
+    if copy_x:  # the input's copy is the launch's: under tf32rn it rounds while it copies
+        cin = g * kernel.cin_g
+        x_strides = [cin * math.prod(kernel.in_sizes), 1]
+        x_strides += [cin * math.prod(kernel.in_sizes[d + 1 :]) for d in range(dims)]
+        relaid = replace(relaid, x_strides=x_strides, x_channels_last=True)
     return replace(step, kernel=relaid, inputs=inputs)
 
 
