@@ -39,6 +39,11 @@ ALIGN = 4
 # uses of each input element (conv_reuse) that pay for the copies: with 128
 # (level1/87_conv_pointwise_2D, a 4 GiB input) they made the convolution 1.9x slower
 MIN_CONV_REUSE = 256
+# convolutions of at most this many spatial dims read their input in place at any reuse: a
+# channel block's taps run in turn over the same input lines, which L1 serves (H100, in place
+# against copied: level1/67 1.88 against 2.17 ms, 64 2.88 against 3.71, 74 1.01 against 1.08;
+# the 2d level1/71 1.32 against 1.11)
+IN_PLACE_DIMS = 1
 ATTENTION_V_COPY = True
 
 
@@ -112,7 +117,7 @@ def _relaid_conv(step: Step, kernel: ConvKernel, steps: list[Step]) -> Step:
     """Weights as [group, *k, cout_g, cin_g] (input channels contiguous: vector loads of B),
     and the input channels-last when it is reused enough to pay for its copy."""
     read_by_epilogue = {ld.tensor for s in kernel.stores for ld in loads(s.value)}
-    copy_x = conv_reuse(kernel) >= MIN_CONV_REUSE
+    copy_x = len(kernel.kernel) > IN_PLACE_DIMS and conv_reuse(kernel) >= MIN_CONV_REUSE
     if {kernel.x, kernel.w} & read_by_epilogue or not (copy_x or kernel.w_ci != 1):
         return step
     inputs = list(step.inputs)
