@@ -6,6 +6,7 @@ with a fused epilogue."""
 from __future__ import annotations
 
 import ast
+import math
 import os
 import subprocess
 import sys
@@ -117,15 +118,49 @@ def test_the_channel_loop_walks_partial_channel_blocks(tmp_path, monkeypatch, pa
     ids=["stride_2", "stride_1_along_one_dim", "dilated"],
 )  # fmt: skip
 def test_a_few_channel_transposed_convolution_loops_over_its_phase_taps(
-    tmp_path, params, k, phases
+    tmp_path, monkeypatch, params, k, phases
 ):
     """Each stride phase's flat K holds only the kernel positions that reach it (level2/89: 24
     columns, not 81 of which 7 in 8 are masked); with dilation all positions stay, unphased."""
+    monkeypatch.setattr("kernelgraph.tools.builtin.conv.UNPHASED_MAX_K", 0)  # every dim phased
     task = task_file(tmp_path, "self.t(x)", "torch.randn(1, 3, 3, 4, 3)", params=params)
     kernel = generate(task, tmp_path)
     source = kernel.read_text()
     assert f"for kk in range(0, tl.cdiv({k}, BLOCK_K))" in source
     assert f" * {phases}, 1)](" in source  # phases: the fastest grid index
+    verdict = verify(task, kernel, tmp_path)
+    assert verdict.passed, verdict.message
+
+
+TRANSPOSED = {
+    "2d_channel_loop": ("torch.randn(1, 8, 4, 5)", "nn.ConvTranspose2d(8, 4, 3, stride=(2, 3), "
+                        "padding=1, dilation=(1, 2), output_padding=(1, 0))", [2, 3]),
+    "3d_flat": ("torch.randn(1, 3, 3, 4, 3)", "nn.ConvTranspose3d(3, 4, 3, stride=2, padding=1)",
+                [2, 2, 2]),
+    "1d_channel_loop": ("torch.randn(2, 8, 6)", "nn.ConvTranspose1d(8, 4, 3, stride=3, dilation=2)",
+                        [3]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(TRANSPOSED))
+@pytest.mark.parametrize("inner", ["phased", "in_output_order"])
+def test_a_narrow_transposed_convolution_stores_its_innermost_dim_in_output_order(
+    tmp_path, monkeypatch, name, inner
+):
+    """Few products per output (level1/81: 11.5 a phase): the innermost dim is not grouped by
+    stride phase, each row masks the taps that miss it, and a tile stores whole lines; the
+    outer dims keep their phases. Both forms verify."""
+    inputs, module, stride = TRANSPOSED[name]
+    if inner == "phased":
+        monkeypatch.setattr("kernelgraph.tools.builtin.conv.UNPHASED_MAX_K", 0)
+    task = task_file(tmp_path, "self.t(x)", inputs, params=f"self.t = {module}")
+    kernel = generate(task, tmp_path)
+    source = kernel.read_text()
+    last, phases = len(stride) - 1, math.prod(stride)
+    if inner == "in_output_order":
+        phases //= stride[-1]
+        assert f"(t{last} % {stride[-1]} == 0)" in source  # a per-row mask, not a phase's test
+    assert f" * {phases}, 1)](" in source  # the phases left: the fastest grid index
     verdict = verify(task, kernel, tmp_path)
     assert verdict.passed, verdict.message
 

@@ -32,7 +32,13 @@ from kernelgraph.tools.builtin.kernels import Store
 CONVOLUTIONS = frozenset({"convolution", "_convolution"})
 INT32_LIMIT = 2**31 - 1
 CHANNEL_LOOP_MIN = 8
-SWEEP_TAPS = 128  # depthwise windows up to this many positions are swept by rows (unrolled)
+SWEEP_TAPS = 128
+# input channels x taps a stride phase's output sums (on average) at or below which a transposed
+# convolution's innermost dim is not grouped by phase (`inner_unphased`): phased, a tile stores
+# every stride-th element of a line (H200, phased against unphased: level1/81, 11.5 a phase,
+# 1.19 -> 0.40 ms; level1/79, 48: 1.20 -> 0.71; level1/77, 108: 0.76 -> 0.71; level1/73, 108:
+# 1.55 -> 1.63; level2/26, 108: 1.40 -> 1.50; level2/16, 144: 2.53 -> 2.85)
+UNPHASED_MAX_K = 64  # depthwise windows up to this many positions are swept by rows (unrolled)
 
 
 @dataclass
@@ -107,18 +113,34 @@ class ConvKernel:
         return not self.depthwise and self.cin_g >= CHANNEL_LOOP_MIN
 
     @property
-    def phases(self) -> int:
-        """Stride phases a transposed convolution's rows are grouped by (1: none). The flat K
-        loop takes them where dilation is 1, so a phase's taps are every stride-th position."""
+    def inner_unphased(self) -> bool:
+        """The innermost dim in output coordinates, not stride phases: each row masks the taps
+        that miss it (more products, all of one tap's rows in one tile), and a tile stores whole
+        lines, not every stride-th element."""
+        narrow = self.k / math.prod(self.stride) <= UNPHASED_MAX_K
+        return self.transposed and not self.depthwise and self.stride[-1] > 1 and narrow
+
+    @property
+    def phase_strides(self) -> list[int]:
+        """The stride each spatial dim's rows are grouped by phase over (1: not grouped). The
+        flat K loop takes phases where dilation is 1, so a phase's taps are every stride-th
+        position."""
         phased = self.channel_loop or all(d == 1 for d in self.dilation)
-        return math.prod(self.stride) if self.transposed and phased and not self.depthwise else 1
+        if not (self.transposed and phased and not self.depthwise):
+            return [1] * len(self.stride)
+        return [*self.stride[:-1], 1 if self.inner_unphased else self.stride[-1]]
+
+    @property
+    def phases(self) -> int:
+        """Stride phases a transposed convolution's rows are grouped by (1: none)."""
+        return math.prod(self.phase_strides)
 
     @property
     def taps(self) -> list[int]:
         """Kernel positions along each dim that reach one phase's outputs (at most)."""
         if self.phases == 1 or self.channel_loop:
             return list(self.kernel)
-        return [-(-k // s) for k, s in zip(self.kernel, self.stride, strict=True)]
+        return [-(-k // s) for k, s in zip(self.kernel, self.phase_strides, strict=True)]
 
     @property
     def flat_k(self) -> int:
@@ -128,9 +150,7 @@ class ConvKernel:
     @property
     def phase_sizes(self) -> list[int]:
         """Output positions per phase along each spatial dim (the largest phase's)."""
-        if self.phases == 1:
-            return list(self.out_sizes)
-        return [-(-o // s) for o, s in zip(self.out_sizes, self.stride, strict=True)]
+        return [-(-o // s) for o, s in zip(self.out_sizes, self.phase_strides, strict=True)]
 
     @property
     def phase_m(self) -> int:

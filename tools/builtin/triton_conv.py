@@ -90,9 +90,10 @@ def _tile(kernel: ConvKernel) -> list[str]:
     # rows of one stride phase r: output position o = q * stride + r along each dim
     lines.append(f"qpos = rm % {math.prod(kernel.phase_sizes)}")
     coordinates("qpos", kernel.phase_sizes, "q", lines)
-    coordinates(f"tl.program_id(0) % {kernel.phases}", kernel.stride, "r", lines)
-    for d, (s, size) in enumerate(zip(kernel.stride, kernel.out_sizes, strict=True)):
-        lines.append(f"o{d} = q{d} * {s} + r{d}")
+    strides = kernel.phase_strides
+    coordinates(f"tl.program_id(0) % {kernel.phases}", strides, "r", lines)
+    for d, (s, size) in enumerate(zip(strides, kernel.out_sizes, strict=True)):
+        lines.append(f"o{d} = q{d} * {s} + r{d}" if s > 1 else f"o{d} = q{d}")
         if size % s:
             lines.append(f"m_ok = m_ok & (o{d} < {size})")
     flat = "o0"
@@ -163,8 +164,11 @@ def _flat_gemm(kernel: ConvKernel, dot: list[str]) -> list[str]:
     if kernel.phases > 1:
         ks = _phase_taps(kernel, coordinates("kpos", taps, "j", step), step)
         for d in range(dims):
-            step.append(f"i{d} = q{d}[:, None] + dq{d}[None, :]")
-            checks += [f"(i{d} >= 0)", f"(i{d} < {kernel.in_sizes[d]})"]
+            if _in_output_order(kernel, d):
+                checks += input_position(kernel, d, f"o{d}[:, None]", f"{ks[d]}[None, :]", step)
+            else:
+                step.append(f"i{d} = q{d}[:, None] + dq{d}[None, :]")
+                checks += [f"(i{d} >= 0)", f"(i{d} < {kernel.in_sizes[d]})"]
             a_offset.append(f"i{d} * {xs[2 + d]}")
     else:
         ks = coordinates("kpos", kernel.kernel, "k", step)
@@ -187,14 +191,23 @@ def _flat_gemm(kernel: ConvKernel, dot: list[str]) -> list[str]:
 def _phase_taps(kernel: ConvKernel, js: list[str], lines: list[str]) -> list[str]:
     """Kernel position k{d} of tap j{d} for phase r{d} (dilation 1): the first position that
     reaches the phase is (r + padding) % stride, then every stride-th. Columns past the kernel
-    are masked in k_ok; dq{d} is the input offset from q{d}, (r + padding - k) / stride, exact."""
+    are masked in k_ok; dq{d} is the input offset from q{d}, (r + padding - k) / stride, exact.
+    A dim in output order takes every kernel position, masked per row (`input_position`)."""
     for d, j in enumerate(js):
+        if _in_output_order(kernel, d):
+            lines.append(f"k{d} = {j}")
+            continue
         s, p = kernel.stride[d], kernel.padding[d]
         lines.append(f"k{d} = (r{d} + {p}) % {s} + {j} * {s}")
         lines.append(f"dq{d} = (r{d} + {p} - k{d}) // {s}")
         if kernel.kernel[d] % s:
             lines.append(f"k_ok = k_ok & (k{d} < {kernel.kernel[d]})")
     return [f"k{d}" for d in range(len(js))]
+
+
+def _in_output_order(kernel: ConvKernel, d: int) -> bool:
+    """A strided dim of a phased convolution whose rows are not grouped by phase along it."""
+    return kernel.phase_strides[d] == 1 and kernel.stride[d] > 1
 
 
 def _channel_gemm(kernel: ConvKernel, dot: list[str]) -> list[str]:
@@ -211,7 +224,7 @@ def _channel_gemm(kernel: ConvKernel, dot: list[str]) -> list[str]:
     ks = coordinates("kpos", kernel.kernel, "k", position)
     checks, row, reach = [], ["x_base"], []
     for d in range(dims):
-        if kernel.phases > 1:
+        if not _in_output_order(kernel, d) and kernel.phases > 1:
             checks += _phase_position(kernel, d, ks[d], position, reach)
         else:
             checks += input_position(kernel, d, f"o{d}", ks[d], position)
