@@ -118,11 +118,11 @@ def test_the_channel_loop_walks_partial_channel_blocks(tmp_path, monkeypatch, pa
     ids=["stride_2", "stride_1_along_one_dim", "dilated"],
 )  # fmt: skip
 def test_a_few_channel_transposed_convolution_loops_over_its_phase_taps(
-    tmp_path, monkeypatch, params, k, phases
+    tmp_path, params, k, phases
 ):
     """Each stride phase's flat K holds only the kernel positions that reach it (level2/89: 24
-    columns, not 81 of which 7 in 8 are masked); with dilation all positions stay, unphased."""
-    monkeypatch.setattr("kernelgraph.tools.builtin.conv.UNPHASED_MAX_K", 0)  # every dim phased
+    columns, not 81 of which 7 in 8 are masked); with dilation all positions stay, unphased.
+    Few products per output, but the flat loop keeps every dim phased (`inner_unphased`)."""
     task = task_file(tmp_path, "self.t(x)", "torch.randn(1, 3, 3, 4, 3)", params=params)
     kernel = generate(task, tmp_path)
     source = kernel.read_text()
@@ -135,8 +135,8 @@ def test_a_few_channel_transposed_convolution_loops_over_its_phase_taps(
 TRANSPOSED = {
     "2d_channel_loop": ("torch.randn(1, 8, 4, 5)", "nn.ConvTranspose2d(8, 4, 3, stride=(2, 3), "
                         "padding=1, dilation=(1, 2), output_padding=(1, 0))", [2, 3]),
-    "3d_flat": ("torch.randn(1, 3, 3, 4, 3)", "nn.ConvTranspose3d(3, 4, 3, stride=2, padding=1)",
-                [2, 2, 2]),
+    "3d_channel_loop": ("torch.randn(1, 8, 3, 4, 3)",
+                        "nn.ConvTranspose3d(8, 4, 3, stride=2, padding=1)", [2, 2, 2]),
     "1d_channel_loop": ("torch.randn(2, 8, 6)", "nn.ConvTranspose1d(8, 4, 3, stride=3, dilation=2)",
                         [3]),
 }  # fmt: skip

@@ -164,11 +164,8 @@ def _flat_gemm(kernel: ConvKernel, dot: list[str]) -> list[str]:
     if kernel.phases > 1:
         ks = _phase_taps(kernel, coordinates("kpos", taps, "j", step), step)
         for d in range(dims):
-            if _in_output_order(kernel, d):
-                checks += input_position(kernel, d, f"o{d}[:, None]", f"{ks[d]}[None, :]", step)
-            else:
-                step.append(f"i{d} = q{d}[:, None] + dq{d}[None, :]")
-                checks += [f"(i{d} >= 0)", f"(i{d} < {kernel.in_sizes[d]})"]
+            step.append(f"i{d} = q{d}[:, None] + dq{d}[None, :]")
+            checks += [f"(i{d} >= 0)", f"(i{d} < {kernel.in_sizes[d]})"]
             a_offset.append(f"i{d} * {xs[2 + d]}")
     else:
         ks = coordinates("kpos", kernel.kernel, "k", step)
@@ -191,23 +188,14 @@ def _flat_gemm(kernel: ConvKernel, dot: list[str]) -> list[str]:
 def _phase_taps(kernel: ConvKernel, js: list[str], lines: list[str]) -> list[str]:
     """Kernel position k{d} of tap j{d} for phase r{d} (dilation 1): the first position that
     reaches the phase is (r + padding) % stride, then every stride-th. Columns past the kernel
-    are masked in k_ok; dq{d} is the input offset from q{d}, (r + padding - k) / stride, exact.
-    A dim in output order takes every kernel position, masked per row (`input_position`)."""
+    are masked in k_ok; dq{d} is the input offset from q{d}, (r + padding - k) / stride, exact."""
     for d, j in enumerate(js):
-        if _in_output_order(kernel, d):
-            lines.append(f"k{d} = {j}")
-            continue
         s, p = kernel.stride[d], kernel.padding[d]
         lines.append(f"k{d} = (r{d} + {p}) % {s} + {j} * {s}")
         lines.append(f"dq{d} = (r{d} + {p} - k{d}) // {s}")
         if kernel.kernel[d] % s:
             lines.append(f"k_ok = k_ok & (k{d} < {kernel.kernel[d]})")
     return [f"k{d}" for d in range(len(js))]
-
-
-def _in_output_order(kernel: ConvKernel, d: int) -> bool:
-    """A strided dim of a phased convolution whose rows are not grouped by phase along it."""
-    return kernel.phase_strides[d] == 1 and kernel.stride[d] > 1
 
 
 def _channel_gemm(kernel: ConvKernel, dot: list[str]) -> list[str]:
@@ -224,7 +212,7 @@ def _channel_gemm(kernel: ConvKernel, dot: list[str]) -> list[str]:
     ks = coordinates("kpos", kernel.kernel, "k", position)
     checks, row, reach = [], ["x_base"], []
     for d in range(dims):
-        if not _in_output_order(kernel, d) and kernel.phases > 1:
+        if kernel.phases > 1 and kernel.phase_strides[d] == kernel.stride[d]:
             checks += _phase_position(kernel, d, ks[d], position, reach)
         else:
             checks += input_position(kernel, d, f"o{d}", ks[d], position)
@@ -328,6 +316,8 @@ def default(kernel: ConvKernel, gpu: bool, dots: tuple[str, ...]) -> dict[str, A
         deep = 16  # input lines read in place, taps in turn: level1/76 6.87 ms at 16, 8.16 at 32
     # fma: level1/54 ran 1.56 ms at 128 x 32 x 4 warps, 1.81 at 128 x 64 (H200)
     wide, warps = (32, 4) if precision.get("DOT") == FMA else (128, 8)
+    if kernel.inner_unphased:  # whole lines stored: level1/81 0.410 -> 0.372 ms at 4, 79 0.716
+        warps = 4  # -> 0.636 (H100)
     return {"BLOCK_M": 128, "BLOCK_N": max(16, min(next_pow2(kernel.cout_g), wide)),
             "BLOCK_K": max(16, min(next_pow2(k), deep)), "GROUP_M": 8, **precision,
             "num_warps": warps, "num_stages": 3}  # fmt: skip
