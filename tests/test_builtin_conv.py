@@ -136,7 +136,7 @@ TRANSPOSED = {
     "2d_channel_loop": ("torch.randn(1, 8, 4, 5)", "nn.ConvTranspose2d(8, 4, 3, stride=(2, 3), "
                         "padding=1, dilation=(1, 2), output_padding=(1, 0))", [2, 3]),
     "3d_channel_loop": ("torch.randn(1, 8, 3, 4, 3)",
-                        "nn.ConvTranspose3d(8, 4, 3, stride=2, padding=1)", [2, 2, 2]),
+                        "nn.ConvTranspose3d(8, 4, (3, 2, 3), stride=2, padding=1)", [2, 2, 2]),
     "1d_channel_loop": ("torch.randn(2, 8, 6)", "nn.ConvTranspose1d(8, 4, 3, stride=3, dilation=2)",
                         [3]),
 }  # fmt: skip
@@ -147,9 +147,9 @@ TRANSPOSED = {
 def test_a_narrow_transposed_convolution_stores_its_innermost_dim_in_output_order(
     tmp_path, monkeypatch, name, inner
 ):
-    """Few products per output (level1/81: 11.5 a phase): the innermost dim is not grouped by
-    stride phase, each row masks the taps that miss it, and a tile stores whole lines; the
-    outer dims keep their phases. Both forms verify."""
+    """Few products a row (level1/81: 57.6): the innermost dim is not grouped by stride phase,
+    each row masks the taps that miss it, and a tile stores whole lines; the outer dims keep
+    their phases. Both forms verify."""
     inputs, module, stride = TRANSPOSED[name]
     if inner == "phased":
         monkeypatch.setattr("kernelgraph.tools.builtin.conv.UNPHASED_MAX_K", 0)
@@ -163,6 +163,25 @@ def test_a_narrow_transposed_convolution_stores_its_innermost_dim_in_output_orde
     assert f" * {phases}, 1)](" in source  # the phases left: the fastest grid index
     verdict = verify(task, kernel, tmp_path)
     assert verdict.passed, verdict.message
+
+
+@pytest.mark.parametrize(
+    ("inputs", "module", "unphased"),
+    [("1, 32, 4, 4", "nn.ConvTranspose2d(32, 64, 3, stride=5, padding=1, dilation=2)", True),
+     ("1, 32, 4", "nn.ConvTranspose1d(32, 64, 3, stride=2, padding=1, dilation=2)", True),
+     ("1, 32, 4, 4", "nn.ConvTranspose2d(32, 64, (3, 5), stride=(2, 3), groups=4)", False),
+     ("1, 32, 4, 4, 4", "nn.ConvTranspose3d(32, 64, 3, stride=2, padding=1)", False),
+     ("1, 3, 4, 4", "nn.ConvTranspose2d(3, 4, 3, stride=2)", False)],
+    ids=["level1_81", "level1_79", "level1_75_groups", "level1_73", "flat_k_loop"],
+)  # fmt: skip
+def test_which_transposed_convolutions_leave_their_innermost_dim_in_output_order(
+    tmp_path, inputs, module, unphased
+):
+    """Products a row sums in output order: 32 x 9 / 5 and 32 x 3 are few; 16 (8 channels, a
+    16-deep dot) x 15 / 2 and 32 x 27 / 4 are not; the flat loop keeps its phases."""
+    task = task_file(tmp_path, "self.t(x)", f"torch.randn({inputs})", params=f"self.t = {module}")
+    generator = builtin_generator(task, "triton", tmp_path, "strict")
+    assert [k.inner_unphased for k in generator.program.kernels] == [unphased]
 
 
 def test_a_convolution_then_batch_norm_in_training_mode_verifies_under_strict(tmp_path):

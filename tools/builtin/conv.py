@@ -32,13 +32,15 @@ from kernelgraph.tools.builtin.kernels import Store
 CONVOLUTIONS = frozenset({"convolution", "_convolution"})
 INT32_LIMIT = 2**31 - 1
 CHANNEL_LOOP_MIN = 8
-SWEEP_TAPS = 128
-# input channels x taps a stride phase's output sums (on average) at or below which a transposed
-# convolution's innermost dim is not grouped by phase (`inner_unphased`): phased, a tile stores
-# every stride-th element of a line (H200, phased against unphased: level1/81, 11.5 a phase,
-# 1.19 -> 0.40 ms; level1/79, 48: 1.20 -> 0.71; level1/77, 108: 0.76 -> 0.71; level1/73, 108:
-# 1.55 -> 1.63; level2/26, 108: 1.40 -> 1.50; level2/16, 144: 2.53 -> 2.85)
-UNPHASED_MAX_K = 64  # depthwise windows up to this many positions are swept by rows (unrolled)
+SWEEP_TAPS = 128  # depthwise windows up to this many positions are swept by rows (unrolled)
+# products a row sums with a transposed convolution's innermost dim in output order (input
+# channels, at least a 16-deep dot, x kernel positions / the outer dims' phases) at or below
+# which that dim is not grouped by phase (`inner_unphased`). Phased against not, H100: level1/81
+# (57.6) 1.39 -> 0.41 ms, level1/79 (96) 1.52 -> 0.72; above it level1/75 (120) 1.03 -> 1.27,
+# level2/74 (108) 0.432 -> 0.447, level2/15 (108) 0.857 -> 0.807; H200: level1/73 and level2/26
+# (216) 5-7% slower, level2/16 (288) 13%
+UNPHASED_MAX_K = 96
+MIN_DOT_K = 16  # tl.dot's shortest K
 
 
 @dataclass
@@ -118,7 +120,8 @@ class ConvKernel:
         that miss it (more products, all of one tap's rows in one tile), and a tile stores whole
         lines, not every stride-th element. The channel loop only: the flat K loop's per-element
         masks made level2/50, 58, 60, 72, 89 and 96 3.0-4.8x slower (H100)."""
-        narrow = self.k / math.prod(self.stride) <= UNPHASED_MAX_K
+        outer = math.prod(self.stride[:-1])
+        narrow = max(self.cin_g, MIN_DOT_K) * self.kernel_numel / outer <= UNPHASED_MAX_K
         return self.transposed and self.channel_loop and self.stride[-1] > 1 and narrow
 
     @property
