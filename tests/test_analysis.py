@@ -30,6 +30,7 @@ from kernelgraph.tools.harness import sandbox
 from kernelgraph.tools.harness.cache import EvalCache
 from kernelgraph.tools.harness.env_info import cpu_model
 from kernelgraph.tools.harness.evaluation import Evaluation
+from kernelgraph.tools.harness.janitor import JANITOR
 from kernelgraph.tools.harness.verdict import TaskError
 from kernelgraph.tools.task import TaskSource
 
@@ -482,5 +483,6 @@ def test_hanging_forward_times_out_and_leaves_no_process(analysis_env, tmp_path,
     assert "analysis_hangs.py" in str(info.value)
     assert len(spec_paths) == 1
     assert wait_until_gone(spec_paths[0]) == []
+    JANITOR.wait()  # folders are removed by a background thread
     assert not Path(spec_paths[0]).parent.exists()  # the work directory is gone too
     assert not list((tmp_path / "evals").iterdir())  # a failure is not cached
