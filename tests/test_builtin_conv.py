@@ -213,6 +213,11 @@ def test_the_cpp_backend_names_the_convolution_and_the_way_out(tmp_path):
             ["tf32rn", "tf32rna", "tf32x3", "ieee"],
         ),
         ("fp32", "nn.Conv2d(16, 8, 3, groups=2)", ["tf32x3", "tf32rna", "tf32rn", "ieee"]),
+        (  # grouped, 8 input channels a group: cuDNN ran level1/72 and 75 without TF32
+            "fp32",
+            "nn.ConvTranspose2d(16, 8, 3, padding=2, groups=2)",
+            ["tf32x3", "tf32rn", "tf32rna", "ieee"],
+        ),
         ("fp32", "nn.Conv2d(16, 8, 3, groups=4)", ["fma", "tf32rna", "tf32rn", "tf32x3", "ieee"]),
         (  # 324 taps a group: too many for fma
             "fp32",

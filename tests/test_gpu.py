@@ -185,11 +185,21 @@ NARROW_CONV_TASK = CONV_TASK.replace(
 )  # KernelBench level2/57's convolution
 
 
-def test_a_narrow_convolution_starts_at_tf32x3_and_matches_cudnn(tmp_path):
-    """cuDNN ran KernelBench's stride-1 convolutions of at most 8 input channels without TF32
-    (benchmarks/RESULTS.md): the builtin's first candidate for one is tf32x3, and it passes
-    against cuDNN with PyTorch's default flags."""
-    task, kernel = first_gpu_candidate(NARROW_CONV_TASK, tmp_path)
+GROUPED_TRANSPOSED_CONV_TASK = CONV_TASK.replace(
+    "nn.Conv2d(64, 128, 3, padding=1)",
+    "nn.ConvTranspose2d(32, 64, (3, 5), (2, 3), (1, 2), dilation=(2, 1), groups=4, bias=False)",
+).replace("torch.randn(8, 64, 64, 64)", "torch.rand(16, 32, 128, 256)")  # KernelBench level1/75
+
+
+@pytest.mark.parametrize(
+    "source", [NARROW_CONV_TASK, GROUPED_TRANSPOSED_CONV_TASK], ids=["forward", "transposed"]
+)
+def test_a_narrow_convolution_starts_at_tf32x3_and_matches_cudnn(tmp_path, source):
+    """cuDNN ran KernelBench's stride-1 convolutions of at most 8 input channels, and its
+    grouped transposed ones of 8 a group, without TF32 (benchmarks/RESULTS.md): the builtin's
+    first candidate for one is tf32x3, and it passes against cuDNN with PyTorch's default
+    flags."""
+    task, kernel = first_gpu_candidate(source, tmp_path)
     assert '"DOT": "tf32x3"' in kernel.read_text().splitlines()[0]
     config = EvalConfig(dsl="triton", device="cuda", seeds=2, precision="fp32", profile=False)
     verdict = evaluate(task, kernel, config, EvalCache(tmp_path / "cache"), use_cache=False)
