@@ -117,9 +117,21 @@ def test_a_convolution_then_batch_norm_verifies_under_hybrid(tmp_path):
     assert verdict.passed, verdict.message
 
 
-def test_chained_in_place_updates_of_a_buffer_are_written_back(cases, tmp_path):
-    """`running_mean.mul_(0.9).add_(x.mean(0), alpha=0.1)`: one value, copied back once."""
+@pytest.mark.parametrize(
+    "update",
+    [None, "self.running_mean.copy_(x.mean(0) * 0.5)"],
+    ids=["mul_add", "copy"],
+)
+def test_chained_in_place_updates_of_a_buffer_are_written_back(cases, tmp_path, update):
+    """`running_mean.mul_(0.9).add_(x.mean(0), alpha=0.1)`: one value, copied back once; so is
+    a `copy_` into it, whose new value is what it copies."""
     task = cases / "tasks" / "running_mean.py"
+    if update is not None:
+        source = task.read_text()
+        task = tmp_path / "task.py"
+        task.write_text(
+            source.replace("self.running_mean.mul_(0.9).add_(x.mean(0), alpha=0.1)", update)
+        )
     kernel = generate(task, "cpp", tmp_path)
     assert kernel.read_text().count("self.running_mean.copy_(") == 1
     verdict = verify(task, kernel, "cpp", tmp_path)

@@ -11,17 +11,28 @@ from test_builtin import generate, verify
 
 from kernelgraph.tools.builtin.errors import Unsupported
 
-INIT = "self.fc = nn.Linear(8, 8)\nself.act = nn.ReLU(inplace=True)"
+INIT = (
+    "self.fc = nn.Linear(8, 8)\nself.act = nn.ReLU(inplace=True)\n"
+    "self.hidden = torch.randn(2, 8)"  # a plain tensor attribute, as level3/33 keeps its state
+)
 
 WRITTEN = {
     "chained_updates": "y = x * 2\ny.add_(1)\ntorch.relu_(y)\nreturn y.mul_(3)",
     "relu_module_inplace": "return self.act(self.fc(x)) + 1",
     "read_before_the_update": "y = x * 2\nz = y + 1\ny.sub_(5)\nreturn z * y",
+    "copy_broadcast": "y = x * 2\ny.copy_(x[:1] + 1)\nreturn y * 3",
+    # level3/33's form: a plain attribute overwritten, then read
+    "copy_into_an_attribute": "self.hidden.copy_(x[2:4] * 2)\nreturn torch.cat((x, self.hidden))",
 }
 REFUSED = {
     "view_read_after": ("y = x * 2\nv = y[:, :3]\ny.add_(1)\nreturn v * 1", "aten.add_"),
     "view_returned": ("y = x * 2\nv = y.view(-1)\ny.mul_(3)\nreturn v", "aten.mul_"),
     "input_mutated": ("x.mul_(2)\nreturn x + 1", "aten.mul_"),
+    "attribute_updated": ("self.hidden.add_(x[:2])\nreturn self.hidden * 2", "aten.add_"),
+    "attribute_partly_copied": (
+        "self.hidden[:1].copy_(x[:1])\nreturn self.hidden * 2",
+        "aten.copy_",
+    ),
 }
 
 

@@ -353,9 +353,16 @@ POINTWISE["addcdiv"] = lambda a, k: call(
 )
 
 
-@_register("clone", "alias", "contiguous", "positive", "copy", "lift_fresh_copy")
+@_register("clone", "alias", "contiguous", "positive", "lift_fresh_copy")
 def _identity(args, kwargs):
     return _x(args)
+
+
+@_register("copy")
+def _copy(args, kwargs):
+    """An out-of-place `dst.copy_(src)`: src's values (the last argument; updates.py drops dst),
+    broadcast to dst's shape; the store casts them to dst's dtype."""
+    return as_expr(args[-1])
 
 
 @_register("_to_copy", "to", "type_as")

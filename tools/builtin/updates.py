@@ -19,7 +19,9 @@ nothing). `prepare_ops` rewrites the traced op list before the program groups it
 - an in-place update of module state becomes its out-of-place op;
 - so does an in-place op on a tensor forward made (`nn.ReLU(inplace=True)`, `y.add_(1)`), when
   nothing reads that tensor's old value afterwards (through a view taken before, or as an
-  output); otherwise, and on forward's own inputs, it stays unsupported.
+  output); otherwise, and on forward's own inputs, it stays unsupported;
+- so does `dst.copy_(src)` on a whole plain tensor attribute (level3/33 keeps its hidden state
+  so): it overwrites every element, so the program reads src alone.
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ def prepare_ops(ops: list[dict[str, Any]], outputs: list[dict[str, Any]] = ()) -
             and _out_of_place_is_safe(ops, i, outputs)
         ):
             op["op"] = op["op"][:-1]
+            if op["op"] == "aten.copy":
+                _drop_destination(op)
     for i, op in enumerate(ops):
         layout = BATCH_NORMS.get(f"{op['op']}.{op['overload']}")
         if layout is not None and op["argv"][layout[0]]:
@@ -98,12 +102,21 @@ def _out_of_place_is_safe(ops: list[dict[str, Any]], i: int, outputs) -> bool:
     """Whether in-place op `i` may compute a new tensor instead: it mutates a tensor forward
     made, and after it nothing reads that tensor's old data (a view taken earlier, an output)."""
     reads = ops[i].get("reads") or []
-    if not reads or not reads[0].startswith("op:"):
+    # a copy overwrites every element: a constant's old values never matter
+    overwrites_a_constant = ops[i]["op"] == "aten.copy_" and reads[:1] == ["const"]
+    if not reads or not (reads[0].startswith("op:") or overwrites_a_constant):
         return False  # forward's inputs, parameters, constants: the caller would see it
     data = resolve(reads[0], ops)
     later = [label for op in ops[i + 1 :] for label in op.get("reads") or []]
     later += [o["ref"]["t"] for o in outputs if "ref" in o]
     return all(resolve(label, ops) != data for label in later)
+
+
+def _drop_destination(op: dict[str, Any]) -> None:
+    """An out-of-place `dst.copy_(src)` reads src alone: every element of dst is overwritten,
+    so dst (a plain tensor attribute, say, which the program could not read) is never read."""
+    for key in ("argv", "reads", "arg_shapes"):
+        op[key] = op[key][1:2]
 
 
 def _clone_is_alias(ops: list[dict[str, Any]], i: int, outputs) -> bool:
