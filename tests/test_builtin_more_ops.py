@@ -1,7 +1,7 @@
 """Ops the builtin once refused (found by sweeping torch's functional API): hyperbolic and other
 pointwise math, binary cross-entropy and the margin losses, a fill made in forward, var_mean,
-reductions over dims that are not adjacent, torch.roll, pixel (un)shuffle, reflect and replicate pads.
-Each is written in both DSLs and verified by the real harness against torch."""
+reductions over dims that are not adjacent, torch.roll, pixel (un)shuffle, reflect and replicate pads,
+bitwise ops on booleans, a view that only eager's layout allows. Each is written in both DSLs and verified by the real harness against torch."""
 
 from __future__ import annotations
 
@@ -86,6 +86,15 @@ CASES = {
         "(torch.any(x > 0.5, dim=1), torch.all(x > -1.5, dim=2), torch.count_nonzero(x > 0, dim=1), "
         "torch.any(x > 2.0), torch.all(x.abs() < 9.0), torch.count_nonzero(torch.relu(x), dim=(0, 2)))",
         X,
+    ),
+    "boolean_bitwise": (  # Mamba's `~torch.tril(...)` mask
+        "(x.masked_fill(~torch.tril(torch.ones(6, 10, dtype=torch.bool)), 0.0), "
+        "((x > 0) & (x < 1)).float(), ((x > 1) | ~(x < -1)).float())",
+        X,
+    ),
+    "view_of_a_permuted_product": (  # eager's product keeps x.t()'s layout; ours is contiguous
+        "(x.t() * 2).t().view(2, 24) @ y",
+        "torch.randn(6, 8), torch.randn(24, 5)",
     ),
 }
 

@@ -164,13 +164,25 @@ class ProgramBuilder:
         if key in self.values:
             return self.values[key]
         op = self.ops[index]
-        meta = replay(op, lambda ref: self.external(ref).meta)[slot]
+        try:
+            meta = replay(op, lambda ref: self.external(ref).meta)[slot]
+        except RuntimeError:  # a reshape our layout cannot view (see `_contiguous`)
+            source = self._contiguous(source, f"c{index}")
+            meta = replay(op, lambda ref: source.meta)[slot]
         base = self._base(source)
         var = f"v{index}" if slot == 0 else f"v{index}_{slot}"
         args = f"{list(meta.shape)}, {list(meta.stride())}, {meta.storage_offset()}"
         self.steps.append(Step("view", [var], f"{base}.as_strided", args))
         self.bases[var] = base
         return self._set(key, var, list(meta.shape), op["outs"][slot]["dtype"], meta)
+
+    def _contiguous(self, value: Value, var: str) -> Value:
+        """`value` copied contiguous. Eager keeps a permuted operand's layout through pointwise
+        ops, and the trace's `view` after a permute may rely on it (level3/48's einsums); our
+        kernels store contiguous, where only a copy can be viewed so."""
+        self.steps.append(Step("layout", [var], args=f"{value.var}.contiguous()"))
+        meta = meta_tensor(value.shape, value.dtype)
+        return Value(var, list(value.shape), list(meta.stride()), value.dtype, meta)
 
     def _base(self, value: Value) -> str:
         return self.bases.get(value.var, value.var)

@@ -20,8 +20,9 @@ nothing). `prepare_ops` rewrites the traced op list before the program groups it
 - so does an in-place op on a tensor forward made (`nn.ReLU(inplace=True)`, `y.add_(1)`), when
   nothing reads that tensor's old value afterwards (through a view taken before, or as an
   output); otherwise, and on forward's own inputs, it stays unsupported;
-- so does `dst.copy_(src)` on a whole plain tensor attribute (level3/33 keeps its hidden state
-  so): it overwrites every element, so the program reads src alone.
+- `dst.copy_(src)` on a whole plain tensor attribute becomes its out-of-place op too (level3/33
+  keeps its hidden state so): it overwrites every element, so the program reads src alone;
+- bitwise not, and and or on booleans become the logical ops.
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ def prepare_ops(ops: list[dict[str, Any]], outputs: list[dict[str, Any]] = ()) -
         if op["op"] == "aten.cat":
             exclusive_scan(prepared.ops, i, outputs)
     prepared.notes += dropout_as_identity(prepared.ops)
+    _boolean_bitwise_as_logical(prepared.ops)
     for i, op in enumerate(prepared.ops):
         if _clone_is_alias(prepared.ops, i, outputs):
             prepared.ops[i] = {**op, "op": "aten.alias", "overload": "default", "kind": "view",
@@ -110,6 +112,19 @@ def _out_of_place_is_safe(ops: list[dict[str, Any]], i: int, outputs) -> bool:
     later = [label for op in ops[i + 1 :] for label in op.get("reads") or []]
     later += [o["ref"]["t"] for o in outputs if "ref" in o]
     return all(resolve(label, ops) != data for label in later)
+
+
+BITWISE_AS_LOGICAL = {f"aten.bitwise_{name}": f"aten.logical_{name}" for name in ("not", "and", "or")}
+
+
+def _boolean_bitwise_as_logical(ops: list[dict[str, Any]]) -> None:
+    """`~mask`, `a & b` and `a | b` on booleans (Mamba's `~torch.tril(...)`) are the logical ops,
+    which the lowering writes; the expressions carry no dtype, so integer bitwise ops stay
+    unsupported."""
+    for op in ops:
+        logical = BITWISE_AS_LOGICAL.get(op["op"])
+        if logical and op["dtype"] == "bool" and op["overload"] in ("default", "Tensor"):
+            op["op"], op["overload"] = logical, "default"
 
 
 def _drop_destination(op: dict[str, Any]) -> None:
