@@ -114,7 +114,9 @@ def _out_of_place_is_safe(ops: list[dict[str, Any]], i: int, outputs) -> bool:
     return all(resolve(label, ops) != data for label in later)
 
 
-BITWISE_AS_LOGICAL = {f"aten.bitwise_{name}": f"aten.logical_{name}" for name in ("not", "and", "or")}
+BITWISE_AS_LOGICAL = {
+    f"aten.bitwise_{name}": f"aten.logical_{name}" for name in ("not", "and", "or")
+}
 
 
 def _boolean_bitwise_as_logical(ops: list[dict[str, Any]]) -> None:
