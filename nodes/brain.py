@@ -7,6 +7,7 @@ without a model, and is the default when no model is configured.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -82,6 +83,12 @@ class BuiltinBrain:
             raise CannotWrite(str(exc)) from exc
         except Exhausted as exc:
             raise NothingToTry(str(exc)) from exc
+        except Exception as exc:  # a builtin bug: the run ends as unwritable, with the way on
+            if os.environ.get("KERNELGRAPH_DEBUG"):
+                raise
+            why = (f"it failed on this task with {type(exc).__name__}: {exc}; that is a "
+                   "kernelgraph bug, KERNELGRAPH_DEBUG=1 shows its traceback")  # fmt: skip
+            raise CannotWrite(Unsupported("this task", why).message()) from exc
 
     def plan(self, context, counts) -> Plan:
         return self._ask(lambda: self.model.plan(context))

@@ -84,3 +84,25 @@ def test_an_op_the_builtin_cannot_write_ends_the_run_with_its_name(agent: Agent,
     assert summary["stop_reason"] == "builtin_unsupported"
     assert "aten.sort" in summary["message"] and "--model" in summary["message"]
     assert "Traceback" not in proc.stderr
+
+
+def test_a_builtin_bug_ends_the_run_as_unwritable_with_the_way_on(tmp_path, monkeypatch) -> None:
+    """An exception inside the builtin model (not Unsupported) stops the run as
+    builtin_unsupported with a readable reason, not as an internal error; KERNELGRAPH_DEBUG
+    keeps the traceback."""
+    from kernelgraph.nodes.brain import BuiltinBrain
+    from kernelgraph.nodes.llm import CannotWrite
+
+    def broken():
+        raise RuntimeError("view size is not compatible")
+
+    brain = BuiltinBrain.__new__(BuiltinBrain)  # _ask needs no store
+    monkeypatch.delenv("KERNELGRAPH_DEBUG", raising=False)
+    with pytest.raises(CannotWrite) as info:
+        brain._ask(broken)
+    message = str(info.value)
+    assert "RuntimeError: view size is not compatible" in message and "kernelgraph bug" in message
+    assert "--model" in message and info.value.stop_reason == "builtin_unsupported"
+    monkeypatch.setenv("KERNELGRAPH_DEBUG", "1")
+    with pytest.raises(RuntimeError):
+        brain._ask(broken)
