@@ -92,6 +92,10 @@ CASES = {
         "((x > 0) & (x < 1)).float(), ((x > 1) | ~(x < -1)).float())",
         X,
     ),
+    "label_smoothing": (  # its target mask's `~` was the bitwise not it refused
+        "F.cross_entropy(x, torch.argmax(y, 1), label_smoothing=0.1)",
+        M,
+    ),
     "view_of_a_permuted_product": (  # eager's product keeps x.t()'s layout; ours is contiguous
         "(x.t() * 2).t().view(2, 24) @ y",
         "torch.randn(6, 8), torch.randn(24, 5)",
