@@ -237,8 +237,8 @@ def test_a_gpu_convolution_tries_each_precision_before_any_tiling(
     """At fp32 the reference is cuDNN with PyTorch's flags, TF32 on, so a GPU conv starts with
     one TF32 product of operands rounded to nearest as cuDNN's kernels round them: ties away
     for a forward convolution, ties to even for a transposed one, the other rounding next
-    (benchmarks/RESULTS.md), except a stride-1 one of at most 8 input channels per group, which
-    cuDNN ran without TF32: exact FMA outer products where it has few taps and fewer than 8
+    (benchmarks/RESULTS.md), except a stride-1 one of at most 8 input channels per group, or a
+    grouped transposed one of at most 8, which cuDNN ran without TF32: exact FMA outer products where it has few taps and fewer than 8
     channels (no channel loop), else tf32x3;
     `ieee` starts at tf32x3. The space lists them fastest first. Until one verifies, every other DOT comes
     before any tiling change, fastest first; once one verifies, only a faster DOT no config
