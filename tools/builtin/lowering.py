@@ -360,9 +360,9 @@ def _identity(args, kwargs):
 
 @_register("copy")
 def _copy(args, kwargs):
-    """An out-of-place `dst.copy_(src)`: src's values (the last argument; updates.py drops dst),
+    """An out-of-place `dst.copy_(src)`: src's values (alone where updates.py dropped dst),
     broadcast to dst's shape; the store casts them to dst's dtype."""
-    return as_expr(args[-1])
+    return as_expr(args[1] if len(args) > 1 else args[0])
 
 
 @_register("_to_copy", "to", "type_as")
