@@ -106,6 +106,26 @@ def test_model_new_feedback_names_the_class() -> None:
     assert "class ModelNew" in info.value.feedback
 
 
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        "<think>A draft first:\n{draft}\nNow the real one.</think>\nHere it is:\n{final}",
+        "<Thinking>{draft}</Thinking>{final}",
+        "The template opened the tag in the prompt. {draft}\n</think>\n\n{final}",
+    ],
+    ids=["think", "thinking", "closing_tag_only"],
+)
+def test_a_reasoning_models_drafts_are_not_the_answer(wrap: str) -> None:
+    """Reasoning models served without a reasoning parser think in the reply; a longer draft
+    there must not win over the answer after it."""
+    draft = fence(MODEL + "\n# a longer draft\n" + HELPER * 5)
+    assert code_answer(wrap.format(draft=draft, final=fence(MODEL))) == (MODEL, "rewrite")
+
+
+def test_a_reply_cut_off_while_thinking_has_no_code() -> None:
+    assert problem_kind(code_answer, f"<think>Let me see.\n{fence(MODEL)}\nHmm") == "no_code"
+
+
 def test_fenced_blocks_reports_languages_and_closure() -> None:
     blocks = fenced_blocks("a\n```py\nx = 1\n```\ntext\n````\ny\n```\nstill y\n````\n```cpp\nz")
     assert [(b.lang, b.code, b.closed) for b in blocks] == [
@@ -218,6 +238,7 @@ class Plan(BaseModel):
         'Here is the plan:\n```json\n{"summary": "s", "kernels": ["k"]}\n```\nGood luck.',
         'Plan follows {not json} then {"summary": "s", "kernels": ["k"]} trailing',
         '```\n{"summary": "s",\n "kernels": ["k"]}\n```',
+        '<think>Maybe {"summary": "draft"}? No.</think>{"summary": "s", "kernels": ["k"]}',
     ],
 )
 def test_json_is_found_in_prose_and_fences(reply: str) -> None:

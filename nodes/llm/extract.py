@@ -9,6 +9,7 @@ or without prose around it, or, when there is a current file, as SEARCH/REPLACE 
     replacement lines
     >>>>>>> REPLACE
 
+A reasoning model's `<think>` section is dropped first (`without_reasoning`).
 Anything unusable raises `ReplyProblem`, whose `feedback` is what to tell the model when
 asking again (the session does that).
 """
@@ -26,6 +27,11 @@ PYTHON_LANGS = {"", "python", "py", "python3"}
 MODEL_NEW = re.compile(r"^[ \t]*class[ \t]+ModelNew\b", re.MULTILINE)
 CODE_START = re.compile(r"^(import |from \S+ import |class |def |@\w|#!|\"\"\"|''')")
 MAX_TRIM = 80  # trailing lines of prose to try dropping after unfenced code
+
+# Reasoning models served without a reasoning parser (DeepSeek-R1, QwQ, Qwen3 on vLLM or
+# Ollama) put their thinking, drafts included, in the reply before the answer.
+REASONING = re.compile(r"<(think|thinking|reasoning)>.*?(</\1>|\Z)", re.DOTALL | re.IGNORECASE)
+REASONING_END = re.compile(r"</(?:think|thinking|reasoning)>", re.IGNORECASE)
 
 SEARCH = re.compile(r"^\s*<{5,9}\s*SEARCH\s*$")
 DIVIDER = re.compile(r"^\s*={5,9}\s*$")
@@ -239,10 +245,19 @@ def _edit_failed(n: int, why: str) -> ReplyProblem:
     )
 
 
+def without_reasoning(text: str) -> str:
+    """The reply's answer: reasoning sections removed, a section cut off at the end with them,
+    and everything before a closing tag whose opening tag was in the prompt."""
+    text = REASONING.sub("", text)
+    ends = list(REASONING_END.finditer(text))
+    return text[ends[-1].end() :] if ends else text
+
+
 def code_answer(
     text: str, finish_reason: str | None = None, current_code: str | None = None
 ) -> tuple[str, Literal["rewrite", "edit"]]:
     """The full new file and how it was written: edits to `current_code`, or a rewrite."""
+    text = without_reasoning(text)
     if has_edits(text):
         if current_code is None:
             raise ReplyProblem(

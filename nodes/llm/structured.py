@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from kernelgraph.nodes.llm.chat import CallInfo, ChatModel, ChatReply, Message, Method
 from kernelgraph.nodes.llm.errors import RequestRejected
-from kernelgraph.nodes.llm.extract import ReplyProblem, fenced_blocks
+from kernelgraph.nodes.llm.extract import ReplyProblem, fenced_blocks, without_reasoning
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def parse_json(reply_text: str, finish_reason: str | None, schema: type[BaseMode
             "Your reply was cut off; reply with the complete JSON object only, and keep its "
             "strings short.",
         )
-    data, why = first_json_object(reply_text)
+    data, why = first_json_object(without_reasoning(reply_text))
     if data is None:
         detail = f" ({why})" if why else ""
         raise ReplyProblem(
