@@ -238,3 +238,37 @@ def test_an_honest_kernel_with_two_modes_of_call_time_is_timed_not_rejected(run_
     assert timing.kernel_ms is not None and timing.kernel_ms >= 5.0  # the slow mode's median
     consistent = next(c for c in verdict.checks if c.name == CheckName.TIMING_CONSISTENT)
     assert consistent.passed
+
+
+@pytest.fixture
+def cpu_contention(monkeypatch):
+    """The CPUs as busy (True) or idle (False) during every timing loop; counts the loops."""
+    loops = []
+
+    def set_busy(busy: bool) -> list:
+        def contended(*_args) -> bool:
+            loops.append(busy)
+            return busy
+
+        monkeypatch.setattr("kernelgraph.tools.harness.assemble.contended", contended)
+        monkeypatch.setattr("kernelgraph.tools.harness.infra.BUSY_WAITS_S", (0.0,))
+        return loops
+
+    return set_busy
+
+
+def test_a_median_that_hides_the_loops_cost_is_rejected(run_case, cpu_contention):
+    loops = cpu_contention(False)
+    verdict = run_case("scale_add", "cpp_scale_add_rare_stall", profile=True)
+    assert_rejected_by(verdict, CheckName.TIMING_CONSISTENT)
+    assert "far below" in verdict.failure.message and loops == [False]  # judged at once
+
+
+def test_a_loop_stretched_while_the_cpus_were_busy_is_timed_again(run_case, cpu_contention):
+    """Contention can stretch an honest loop between its timed calls: the evaluation is tried
+    again after a wait, and the rejection stands only when every attempt was contended."""
+    loops = cpu_contention(True)
+    verdict = run_case("scale_add", "cpp_scale_add_rare_stall", profile=True)
+    assert_rejected_by(verdict, CheckName.TIMING_CONSISTENT)
+    assert verdict.failure.message.endswith("while other work kept the CPUs busy")
+    assert loops == [True, True]  # two attempts, the second after a wait

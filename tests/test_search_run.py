@@ -79,7 +79,7 @@ def test_a_round_fans_out_to_its_lanes_and_gathers_their_kernels(agent, tmp_path
     script = lane_script(tmp_path, {0: [ADD], 1: [OMP], 2: [WRONG, fast]})
     proc = agent.run(script, "--width", "3", "--max-iterations", "4")
     summary = json_line(proc)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr
     run_id = summary["run_id"]
     assert summary["stop_reason"] == "max_iterations"
     assert labels(agent, run_id) == [

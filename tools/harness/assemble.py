@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelgraph.tools.harness.config import EvalConfig
+from kernelgraph.tools.harness.cpu_pressure import contended
 from kernelgraph.tools.harness.memory import over_host_limit
 from kernelgraph.tools.harness.sol_fill import fill_sol
 from kernelgraph.tools.harness.static_gate import StaticFailure
@@ -37,6 +38,7 @@ JUDGE_CHECKS = {
 }
 TIMING_SLACK_FACTOR = 4.0
 TIMING_SLACK_MS = 1000.0
+CONTENDED_LOOP = "while other work kept the CPUs busy"
 
 
 def _base(config: EvalConfig, status: str, message: str) -> Verdict:
@@ -89,7 +91,7 @@ def assemble(config: EvalConfig, adapter, meta: dict, cand, judge) -> Verdict:
         _guard_checks(config, meta, report, fail, checks)
         _judge_checks(judge, fail, checks)
         if config.profile and report.get("timing"):
-            _timing_check(report, cand.marks, judge, fail, checks)
+            _timing_check(report, cand, judge, fail, checks)
 
     status = _status(failures)
     verdict = _base(config, status, "")
@@ -227,9 +229,9 @@ def _judge_checks(judge, fail, checks) -> None:
         checks.append(Check(CheckName.POST_TIMING_OUTPUT, True, "last timed call's output matches"))
 
 
-def _timing_check(report: dict, marks: dict, judge, fail, checks) -> None:
+def _timing_check(report: dict, cand, judge, fail, checks) -> None:
     """Claimed times must be consistent with the wall clock the parent measured."""
-    claimed = report["timing"]
+    claimed, marks = report["timing"], cand.marks
     if claimed.get("side_stream_suspected"):
         fail(
             CheckName.NO_SIDE_STREAM,
@@ -267,14 +269,29 @@ def _timing_check(report: dict, marks: dict, judge, fail, checks) -> None:
         return
     expected = (iters + 3) * (claimed["median_ms"] + overhead_ms)
     if window_ms > TIMING_SLACK_FACTOR * expected + TIMING_SLACK_MS + floor_ms:
+        stalls = cand.cpu_stalls
+        busy = contended(stalls.get("start"), stalls.get("end"), window_ms / 1e3)
         fail(
             CheckName.TIMING_CONSISTENT,
             f"the claimed median {claimed['median_ms']:.4f} ms over {iters} iterations is far below "
-            f"the {window_ms:.0f} ms the parent measured for the timing loop",
+            f"the {window_ms:.0f} ms the parent measured for the timing loop"
+            + (f", {CONTENDED_LOOP}" if busy else ""),
         )
         return
     checks.append(
         Check(CheckName.TIMING_CONSISTENT, True, f"{window_ms:.0f} ms wall for {iters} timed calls")
+    )
+
+
+def contended_rejection(verdict: Verdict) -> bool:
+    """A loop the median cannot account for is a lie, unless the CPUs were contended meanwhile:
+    then an honest kernel may have been slowed between its timed calls, and the evaluation is
+    tried again before the rejection stands."""
+    failure = verdict.failure
+    return (
+        failure is not None
+        and failure.check == CheckName.TIMING_CONSISTENT
+        and failure.message.endswith(CONTENDED_LOOP)
     )
 
 

@@ -20,15 +20,21 @@ def cache_root() -> Path:
     return path
 
 
+BUILD_CACHES = {  # each tool's own variable, and its folder under the cache root
+    "KERNELGRAPH_BUILD_CACHE": "build",
+    "TRITON_CACHE_DIR": "triton",
+    "TORCH_EXTENSIONS_DIR": "torch_extensions",
+    "TORCHINDUCTOR_CACHE_DIR": "inductor",
+}
+
+
 def shared_build_env() -> dict[str, str]:
-    """Build caches shared by all workers (keyed by source hash by their own tools)."""
+    """Build caches shared by all workers (keyed by source hash by their own tools): where the
+    user pointed one, there; else under the cache root."""
     root = cache_root()
     return {
         "KERNELGRAPH_CACHE_DIR": str(root),
-        "KERNELGRAPH_BUILD_CACHE": str(root / "build"),
-        "TRITON_CACHE_DIR": str(root / "triton"),
-        "TORCH_EXTENSIONS_DIR": str(root / "torch_extensions"),
-        "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
+        **{name: os.environ.get(name) or str(root / sub) for name, sub in BUILD_CACHES.items()},
     }
 
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from kernelgraph.tools.dsl import get_adapter
-from kernelgraph.tools.harness.assemble import assemble, static_verdict
+from kernelgraph.tools.harness.assemble import assemble, contended_rejection, static_verdict
 from kernelgraph.tools.harness.cache import EvalCache
 from kernelgraph.tools.harness.config import EvalConfig, cache_key
 from kernelgraph.tools.harness.evaluation import Evaluation, prepare_meta, read_kernel
@@ -163,6 +163,8 @@ def _evaluate(ev: Evaluation, store: ReferenceStore | None, entry: RefEntry, ada
         "cached": bool(meta.get("reference_cached")),  # built by an earlier evaluation
         "build_s": meta.get("reference_build_s"),
     }
+    if contended_rejection(verdict):
+        raise InfraFailure(verdict.message, busy=True, fallback=verdict)
     return verdict
 
 

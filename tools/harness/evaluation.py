@@ -116,13 +116,14 @@ class Evaluation:
         role = pending.role
         self.phases[role] = round(time.monotonic() - pending.started, 3)
         marks = pending.fifo.close() if pending.fifo else {}
+        stalls = pending.fifo.cpu_stalls if pending.fifo else {}
         self.peaks[role] = process.peak_rss_bytes
         result = read_json(pending.home / "result.json")
         check_worker(role, process, result, self.host_limit)
         for stage, seconds in ((result or {}).get("stages_s") or {}).items():
             if isinstance(seconds, int | float):  # the candidate's figures are its own claim
                 self.phases[f"{role}.{stage}"] = seconds
-        return WorkerRun(process, result, marks)
+        return WorkerRun(process, result, marks, stalls)
 
     def _limit(self) -> float:
         return self.config.timeout_s

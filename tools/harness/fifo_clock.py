@@ -8,6 +8,8 @@ import threading
 import time
 from pathlib import Path
 
+from kernelgraph.tools.harness.cpu_pressure import cpu_stall_s
+
 
 class FifoClock(threading.Thread):
     """Timestamps the candidate's phase marks with the parent's own clock."""
@@ -18,6 +20,7 @@ class FifoClock(threading.Thread):
         os.mkfifo(path, 0o600)
         self.fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         self.marks: dict[str, float] = {}
+        self.cpu_stalls: dict[str, float | None] = {}  # the CPU's stall counter at each mark
         self._done = threading.Event()
         self.start()
 
@@ -35,7 +38,10 @@ class FifoClock(threading.Thread):
             buffer += chunk
             while b"\n" in buffer:
                 line, buffer = buffer.split(b"\n", 1)
-                self.marks.setdefault(line.decode(errors="replace")[:32], now)
+                name = line.decode(errors="replace")[:32]
+                if name not in self.marks:
+                    self.marks[name] = now
+                    self.cpu_stalls[name] = cpu_stall_s()
 
     def close(self) -> dict[str, float]:
         self._done.set()

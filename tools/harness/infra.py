@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kernelgraph.tools.harness.sandbox import ProcessResult
 from kernelgraph.tools.harness.verdict import HarnessError
@@ -30,12 +30,16 @@ OWN_MEMORY_SHARE = 0.5
 class InfraFailure(Exception):
     """One attempt failed for reasons of the machine; the caller retries. `disk_bytes`: the
     free disk the reference store needs (the caller can make room before retrying). `busy`:
-    others hold what it needs, so waiting can help."""
+    others hold what it needs, so waiting can help. `fallback`: the result that stands when
+    every attempt failed this way (a rejection the load may explain), instead of an error."""
 
-    def __init__(self, message: str, disk_bytes: int = 0, busy: bool = False) -> None:
+    def __init__(
+        self, message: str, disk_bytes: int = 0, busy: bool = False, fallback: Any = None
+    ) -> None:
         super().__init__(message)
         self.disk_bytes = disk_bytes
         self.busy = busy
+        self.fallback = fallback
 
 
 def check_worker(role: str, process: ProcessResult, result: dict | None, limit: int) -> None:
@@ -79,6 +83,8 @@ def retried(attempt: Callable[[], T], sleep: Callable[[float], None] = time.slee
         if failure.busy and waits:
             sleep(waits.pop(0))
         elif tries >= ATTEMPTS:
+            if failure.fallback is not None:
+                return failure.fallback
             raise HarnessError(give_up_message(failure, tries))
 
 

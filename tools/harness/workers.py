@@ -21,6 +21,7 @@ class WorkerRun:
     process: ProcessResult
     result: dict | None
     marks: dict[str, float] = field(default_factory=dict)
+    cpu_stalls: dict[str, float | None] = field(default_factory=dict)  # cpu_pressure, per mark
 
 
 @dataclass
