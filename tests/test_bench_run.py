@@ -83,7 +83,7 @@ def test_a_bench_runs_every_problem_as_a_run_and_reports_kernelbench_figures(
     suite = make_suite(tmp_path / "kb", ["1_ScaleAdd", "2_ScaleAdd"], broken=True)
     out, db = tmp_path / "bench", tmp_path / "kg.db"
     proc = kernelgraph(*bench_args(suite, script, out, "--db", str(db), "--json"), cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     data = json_line(proc)
     overall = data["summary"]["overall"]
     assert (overall["problems"], overall["verified"]) == (3, 2)
@@ -211,7 +211,7 @@ def test_a_run_past_its_cap_ends_as_timeout_and_the_bench_goes_on(tmp_path: Path
     out = tmp_path / "bench"
     args = bench_args(suite, script, out, "--db", str(tmp_path / "kg.db"), "--task-timeout", "1")
     proc = kernelgraph(*args, "--json", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     (result,) = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert (result["status"], result["verified"]) == ("timeout", False)
     assert "level1/1_ScaleAdd" in (out / "report.md").read_text().split("Not verified")[1]
@@ -223,7 +223,7 @@ def test_a_bench_runs_each_problem_as_a_parallel_search(tmp_path: Path) -> None:
     out, db = tmp_path / "bench", tmp_path / "kg.db"
     args = bench_args(suite, script, out, "--db", str(db), "--json", "--width", "2")
     proc = kernelgraph(*args, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     run_args = json.loads((out / "bench.json").read_text())["settings"]["run_args"]
     assert run_args[run_args.index("--width") :][:4] == ["--width", "2", "--islands", "1"]
     (result,) = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]

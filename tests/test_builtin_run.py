@@ -21,7 +21,7 @@ def agent(tmp_path: Path) -> Agent:
 
 def test_builtin_run_verifies_a_triton_kernel_with_no_llm(agent: Agent) -> None:
     proc = agent("run", str(SOFTMAX), "--dsl", "triton", "--device", "cpu", *SMALL, "--json")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     summary = summary_of(proc)
     assert summary["status"] == "verified" and summary["spend"]["llm_calls"] == 0
     # under the interpreter there is nothing to tune: one kernel, then a clean stop
@@ -50,7 +50,7 @@ def test_builtin_tunes_cpp_on_the_refine_edge(agent: Agent) -> None:
     """Each refine step tries another config next to the best; no config is tried twice."""
     proc = agent("run", str(TASK), "--dsl", "cpp", "--device", "cpu", "--seeds", "1",
                  "--max-iterations", "3", "--sol-target-pct", "1e9", "--json")  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     run_id = summary_of(proc)["run_id"]
     heads = [row[0].splitlines()[0] for row in agent.query(
         "SELECT b.content FROM candidates c JOIN blobs b ON b.sha256 = c.code_sha "

@@ -71,7 +71,7 @@ def stored_run(kernelgraph_cache, cases, tmp_path_factory):
 
 def test_passed_verdict_json_contract(stored_run):
     proc, _, _ = stored_run
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     verdict = json_line(proc)
     assert VERDICT_FIELDS <= verdict.keys()
     assert TIMING_FIELDS <= verdict["timing"].keys()
@@ -90,7 +90,7 @@ def test_passed_verdict_json_contract(stored_run):
 
 def test_store_records_the_run(stored_run):
     proc, db, workdir = stored_run
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     verdict = json_line(proc)
     store = open_store(db)
     try:

@@ -275,7 +275,7 @@ def test_triton_interpreter_launches_are_counted(candidate):
         capture_output=True,
         text=True,
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     result = json.loads(proc.stdout.splitlines()[-1])
     assert result["correct"]
     assert result["names"] == {"add_kernel": 2, "double_kernel": 2}

@@ -49,7 +49,7 @@ def test_missing_task(agent: Agent, tmp_path: Path) -> None:
 
 def test_no_model_runs_the_builtin(agent: Agent) -> None:
     proc = agent("run", str(TASK), "--dsl", "cpp", "--device", "cpu", "--seeds", "1", "--json")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     summary = summary_of(proc)
     assert summary["status"] == "verified" and summary["spend"]["llm_calls"] == 0
     assert "Traceback" not in proc.stderr
@@ -60,7 +60,7 @@ def test_a_key_alone_never_selects_an_endpoint(agent: Agent) -> None:
         "run", str(TASK), "--dsl", "cpp", "--device", "cpu", "--seeds", "1", "--json",
         env={"OPENAI_API_KEY": "sk-should-not-be-used", "OPENAI_BASE_URL": "http://127.0.0.1:9"},
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     assert summary_of(proc)["spend"] == {
         "llm_calls": 0,
         "tokens_in": 0,
@@ -145,7 +145,7 @@ def test_a_dead_lock_holder_is_taken_over(agent: Agent, tmp_path: Path) -> None:
         run_id,
     )
     proc = agent("resume", run_id, "--json")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
 
 
 def test_corrupt_database(agent: Agent) -> None:

@@ -46,7 +46,7 @@ def test_a_run_through_the_openai_client(agent: Agent, fake: FakeOpenAI, tmp_pat
         agent, fake.url, "--max-iterations", "1", "--price", "fake-model=1/2", "--record"
     )
     summary = json_line(proc)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     assert summary["status"] == "verified"
     assert summary["spend"]["llm_calls"] == 3 and summary["spend"]["usd"] > 0
     assert all(SECRET in r.headers.get("authorization", "") for r in fake.requests)
@@ -72,7 +72,7 @@ def test_endpoint_without_structured_output_falls_back(agent: Agent, fake: FakeO
     for reply in (json.dumps(PLAN), json.dumps(SKETCH), CODE_REPLY):
         fake.add(reply)
     proc = run_llm(agent, fake.url, "--max-iterations", "1")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     assert {"text"} <= set().union(*(r.features() for r in fake.requests))
 
 

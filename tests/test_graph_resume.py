@@ -106,7 +106,7 @@ def test_branch_from_a_mid_run_checkpoint(tmp_path: Path) -> None:
         "--config", "max_iterations=3", "--json",
     )  # fmt: skip
     branch = json_line(proc)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     assert branch["run_id"] != first["run_id"]
     assert branch["stop_reason"] == "max_iterations"
     assert branch["spend"]["llm_calls"] == 2  # its own two coder calls: budgets count anew

@@ -20,7 +20,7 @@ def agent(tmp_path: Path) -> Agent:
 
 def history_nodes(agent: Agent, run_id: str) -> list[str]:
     proc = agent("history", run_id, "--json")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     return [row["node"] for row in json_line(proc)]
 
 
@@ -28,7 +28,7 @@ def test_compile_error_goes_back_to_the_coder(agent: Agent, tmp_path: Path) -> N
     script = write_script(tmp_path, [kernel("cpp_syntax_error"), kernel("cpp_scale_add")])
     proc = agent.run(script, "--max-iterations", "2")
     summary = summary_of(proc)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     assert summary["status"] == "verified"
     assert summary["stop_reason"] == "max_iterations"
     nodes = history_nodes(agent, summary["run_id"])
@@ -42,7 +42,7 @@ def test_wrong_result_is_repaired(agent: Agent, tmp_path: Path) -> None:
     script = write_script(tmp_path, [kernel("cpp_scale_sub"), kernel("cpp_scale_add")])
     proc = agent.run(script, "--max-iterations", "2")
     summary = summary_of(proc)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     assert agent.statuses(summary["run_id"]) == ["incorrect", "passed", "passed"]
     assert summary["best"]["speedup_vs_eager"] is not None
     # the repair was written from the failing candidate, which is its parent
@@ -56,7 +56,7 @@ def test_pass_then_refine_then_plateau(agent: Agent, tmp_path: Path) -> None:
         script, "--max-iterations", "5", "--plateau-patience", "1", "--min-gain-pct", "99"
     )
     summary = summary_of(proc)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     assert summary["stop_reason"] == "plateau"
     labels = [r[0] for r in agent.query("SELECT label FROM candidates ORDER BY created_at")]
     assert labels[0].startswith("write") and labels[1].startswith("refine")
@@ -80,7 +80,7 @@ def test_no_cache_evaluates_again_what_an_earlier_run_cached(agent: Agent, tmp_p
     def cached_flags(*options: str) -> list[int]:
         """Whether each evaluation of a new run (verify, profile) was served from a cache."""
         proc = agent.run(script, "--max-iterations", "1", *options)
-        assert proc.returncode == 0, proc.stderr
+        assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
         run_id = summary_of(proc)["run_id"]
         rows = agent.query(
             "SELECT json_extract(e.verdict, '$.cached') FROM evaluations e "
@@ -100,7 +100,7 @@ def test_repeated_failure_escalates_to_a_new_sketch(agent: Agent, tmp_path: Path
     script = write_script(tmp_path, [wrong, wrong, kernel("cpp_scale_add")], sketches=2)
     proc = agent.run(script, "--max-retries", "2", "--max-iterations", "3")
     summary = summary_of(proc)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     assert agent.llm_calls(summary["run_id"])["sketch_writer"] == 2
     nodes = history_nodes(agent, summary["run_id"])
     assert nodes.count("sketch_writer") == 2
@@ -127,7 +127,7 @@ def test_bad_and_truncated_replies_are_asked_again(agent: Agent, tmp_path: Path)
     script = write_script(tmp_path, replies)
     proc = agent.run(script, "--max-iterations", "1")
     summary = summary_of(proc)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     assert summary["spend"]["llm_calls"] == 5  # planner, sketch, three coder replies
     statuses = agent.query(
         "SELECT status FROM llm_calls WHERE node = 'coder' ORDER BY created_at, id"
@@ -139,7 +139,7 @@ def test_llm_call_budget_stops_and_keeps_the_best(agent: Agent, tmp_path: Path) 
     script = write_script(tmp_path, [kernel("cpp_scale_add"), kernel("cpp_scale_add_omp")])
     proc = agent.run(script, "--max-llm-calls", "3")
     summary = summary_of(proc)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     assert summary["stop_reason"] == "max_llm_calls"
     assert summary["spend"]["llm_calls"] == 3
     assert summary["best"] is not None
@@ -155,7 +155,7 @@ def test_the_readme_main_command_ends_verified(tmp_path: Path) -> None:
     args = shlex.split(command.split(".venv/bin/kernelgraph ", 1)[1]) + ["--json"]
     proc = kernelgraph(*args, cwd=ROOT, env={"KERNELGRAPH_DB": str(tmp_path / "runs.db")})
     summary = summary_of(proc)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     assert summary["status"] == "verified" and summary["best"]["speedup_vs_eager"]
 
 
@@ -176,7 +176,7 @@ def test_a_repeated_kernel_is_not_checked_again_and_the_coder_hears_which_it_rep
     )
     proc = agent.run(script, "--max-iterations", "3", "--min-gain-pct", "0", "--record")
     summary = summary_of(proc)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     rows = agent.query(
         "SELECT c.id, count(e.id) FROM candidates c LEFT JOIN evaluations e "
         "ON e.candidate_id = c.id WHERE c.run_id = ? GROUP BY c.id ORDER BY c.created_at",

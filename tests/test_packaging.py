@@ -90,5 +90,5 @@ def test_the_installed_package_evaluates_a_kernel_in_its_sandbox(installed: Path
     proc = run(installed, str(installed / "bin" / "kernelgraph"), "evaluate", str(task),
                str(kernel), "--dsl", "cpp", "--device", "cpu", "--seeds", "1", "--no-profile",
                "--json", cwd=tmp_path)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     assert json.loads(proc.stdout.splitlines()[-1])["status"] == "passed"

@@ -28,7 +28,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict:
     coder = [kernel("cpp_syntax_error"), kernel("cpp_scale_sub"), kernel("cpp_scale_add")]
     proc = agent.run(write_script(folder, coder), "--max-iterations", "3")
     summary = summary_of(proc)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     return run_report_data(summary["run_id"], agent.db) | {"summary": summary}
 
 

@@ -79,7 +79,7 @@ def test_a_round_fans_out_to_its_lanes_and_gathers_their_kernels(agent, tmp_path
     script = lane_script(tmp_path, {0: [ADD], 1: [OMP], 2: [WRONG, fast]})
     proc = agent.run(script, "--width", "3", "--max-iterations", "4")
     summary = json_line(proc)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     run_id = summary["run_id"]
     assert summary["stop_reason"] == "max_iterations"
     assert labels(agent, run_id) == [
@@ -112,7 +112,7 @@ def test_islands_trade_their_best_and_lanes_get_an_inspiration(agent, tmp_path) 
         "--max-iterations", "4", "--record",
     )  # fmt: skip
     summary = json_line(proc)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     search = json_line(agent("show", summary["run_id"], "--json"))["search"]
     assert search["round"] == 2 and search["migrations"] >= 2
     island_of = dict(agent.query("SELECT id, substr(label, 5, 1) FROM candidates"))
@@ -138,7 +138,7 @@ def test_lanes_writing_the_same_kernel_evaluate_it_once(agent, tmp_path) -> None
     script = lane_script(tmp_path, {}, shared=[ADD, OMP])  # every lane answers ADD, then OMP
     proc = agent.run(script, "--width", "2", "--max-iterations", "4", "--max-retries", "1")
     summary = json_line(proc)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     assert summary["stop_reason"] == "max_iterations"  # four written: two kernels and two twins
     assert proc.stderr.count("duplicate: the same kernel as candidate") == 2
     checked = agent.query("SELECT count(DISTINCT candidate_id) FROM evaluations")
@@ -150,7 +150,7 @@ def test_calls_under_way_count_against_the_llm_budget(agent, tmp_path) -> None:
     script = lane_script(tmp_path, {0: [ADD], 1: [OMP], 2: [WRONG]})
     proc = agent.run(script, "--width", "3", "--max-llm-calls", "4")
     summary = json_line(proc)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     assert summary["stop_reason"] == "max_llm_calls"
     assert summary["status"] == "verified", proc.stderr
     assert summary["spend"]["llm_calls"] == 4  # planner, sketch and two of the three lanes
@@ -160,7 +160,7 @@ def test_a_budget_reached_mid_round_lets_written_kernels_finish(agent, tmp_path)
     script = lane_script(tmp_path, {0: [ADD], 1: [WRONG, OMP]})
     proc = agent.run(script, "--width", "2", "--max-llm-calls", "4")
     summary = json_line(proc)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     assert summary["stop_reason"] == "max_llm_calls"
     assert summary["spend"]["llm_calls"] == 4  # lane 1's retry was never asked for
     assert sorted(agent.statuses(summary["run_id"])) == ["incorrect", "passed", "passed"]
@@ -206,7 +206,7 @@ def test_branch_from_a_rounds_checkpoint_runs_the_next_round(agent, tmp_path) ->
         "--config", "max_iterations=4", "--json",
     )  # fmt: skip
     branched = json_line(proc)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, f"{proc.stdout}{proc.stderr}"
     assert branched["stop_reason"] == "max_iterations"
     assert json_line(agent("show", branched["run_id"], "--json"))["search"]["round"] == 2
     refused = agent("branch", first["run_id"], "--from", "2", "--config", "width=1", "--json")
