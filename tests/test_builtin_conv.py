@@ -398,6 +398,22 @@ def test_a_narrow_convolution_takes_shallower_blocks_for_three_products(
     assert (params["DOT"], params["BLOCK_K"]) == (dot, block_k)
 
 
+@pytest.mark.parametrize(
+    ("module", "inputs", "block_k", "warps"),
+    [("nn.Conv1d(64, 128, 3)", "torch.randn(2, 64, 50)", 16, 4),  # level1/67: read in place
+     ("nn.Conv2d(64, 128, 3)", "torch.randn(2, 64, 12, 12)", 32, 8)],  # a channels-last copy
+    ids=["in_place", "copied"],
+)  # fmt: skip
+def test_a_convolution_read_in_place_takes_shallow_blocks_at_four_warps(
+    tmp_path, module, inputs, block_k, warps
+):
+    """Input lines read in place, taps in turn: 16-deep blocks, and 4 warps a 128-row tile
+    (level1/64, 67 and 74 ran 7-11% faster than at 8 on the H100)."""
+    task = task_file(tmp_path, "self.c(x)", inputs, params=f"self.c = {module}")
+    (params,) = builtin_generator(task, "triton", tmp_path, device="cuda").default_config().values()
+    assert (params["BLOCK_K"], params["num_warps"]) == (block_k, warps)
+
+
 FEW_TAPS = {
     "3d_padded_dilated_strided": (
         "self.c(x) * 2", "torch.randn(2, 3, 5, 6, 7)",

@@ -317,12 +317,15 @@ def default(kernel: ConvKernel, gpu: bool, dots: tuple[str, ...]) -> dict[str, A
     # (fma has no K blocks: its depth is for tf32x3, the DOT tried after it)
     three = precision.get("DOT") in ("tf32x3", FMA) and not kernel.channel_loop
     deep = 16 if three and k > 32 else 32
-    if kernel.channel_loop and not kernel.x_channels_last and kernel.kernel_numel > 1:
+    in_place = kernel.channel_loop and not kernel.x_channels_last and kernel.kernel_numel > 1
+    if in_place:
         deep = 16  # input lines read in place, taps in turn: level1/76 6.87 ms at 16, 8.16 at 32
     # fma: level1/54 ran 1.56 ms at 128 x 32 x 4 warps, 1.81 at 128 x 64 (H200)
     wide, warps = (32, 4) if precision.get("DOT") == FMA else (128, 8)
-    if kernel.inner_unphased:  # whole lines stored: level1/81 0.410 -> 0.372 ms at 4, 79 0.716
-        warps = 4  # -> 0.636 (H100)
+    # whole lines stored: level1/81 0.410 -> 0.372 ms at 4, 79 0.716 -> 0.636; lines read in
+    # place: 64 2.98 -> 2.65, 67 1.85 -> 1.71, 74 1.01 -> 0.93 (H100)
+    if kernel.inner_unphased or in_place:
+        warps = 4
     return {"BLOCK_M": 128, "BLOCK_N": max(16, min(next_pow2(kernel.cout_g), wide)),
             "BLOCK_K": max(16, min(next_pow2(k), deep)), "GROUP_M": 8, **precision,
             "num_warps": warps, "num_stages": 3}  # fmt: skip
