@@ -57,6 +57,27 @@ def kernelgraph_cache() -> Path:
 
 
 @pytest.fixture(scope="session")
+def analysed_cache(kernelgraph_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache folder holding only the CPU analysis of the agent tests' task (scale_add), for
+    runs that need caches of their own (nothing evaluated before): they start from a copy of
+    it instead of analysing the task again in a worker (seconds each). No verdict, no build,
+    no reference: everything else the run does is done anew in its own cache."""
+    from agent_helpers import TASK
+
+    from kernelgraph.tools.analysis import analysis_cache_key, analyze_task
+    from kernelgraph.tools.harness.cache import EvalCache
+    from kernelgraph.tools.task import TaskSource
+
+    task = TaskSource.read(TASK)
+    analyze_task(task, "cpu", cache=EvalCache())  # the session's cache, as the runs' planner
+    seed = tmp_path_factory.mktemp("analysed-cache")
+    (seed / "evals").mkdir()
+    name = f"{analysis_cache_key(task, 'cpu')}.json"
+    shutil.copy(kernelgraph_cache / "evals" / name, seed / "evals" / name)
+    return seed
+
+
+@pytest.fixture(scope="session")
 def cases() -> Path:
     return CASES
 

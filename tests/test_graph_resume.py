@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,10 +16,12 @@ from cli_helpers import ROOT, json_line
 from proc_helpers import wait_until_gone
 
 
-def isolated_agent(tmp_path: Path) -> tuple[Agent, Path]:
-    """An agent with its own caches (nothing evaluated before) and harness work directory."""
+def isolated_agent(tmp_path: Path, analysed_cache: Path) -> tuple[Agent, Path]:
+    """An agent with its own caches (nothing evaluated before; the task's analysis is copied
+    in) and harness work directory."""
     work = tmp_path / "work"
     work.mkdir()
+    shutil.copytree(analysed_cache, tmp_path / "cache")
     env = {"KERNELGRAPH_CACHE_DIR": str(tmp_path / "cache"), "KERNELGRAPH_WORK_DIR": str(work)}
     return Agent(tmp_path, env=env), work
 
@@ -51,8 +54,10 @@ THREE = [kernel("cpp_scale_sub"), kernel("cpp_scale_add"), kernel("cpp_scale_add
 
 
 @pytest.mark.slow
-def test_sigkill_then_resume_loses_nothing_and_evaluates_nothing_twice(tmp_path: Path) -> None:
-    agent, work = isolated_agent(tmp_path)
+def test_sigkill_then_resume_loses_nothing_and_evaluates_nothing_twice(
+    tmp_path: Path, analysed_cache: Path
+) -> None:
+    agent, work = isolated_agent(tmp_path, analysed_cache)
     code, _ = start_and_signal(agent, write_script(tmp_path, THREE), signal.SIGKILL, 2)
     assert code == -signal.SIGKILL
     assert wait_until_gone(work) == [], "candidate processes outlived kernelgraph"
@@ -75,8 +80,8 @@ def test_sigkill_then_resume_loses_nothing_and_evaluates_nothing_twice(tmp_path:
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path: Path) -> None:
-    agent, work = isolated_agent(tmp_path)
+def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path: Path, analysed_cache: Path) -> None:
+    agent, work = isolated_agent(tmp_path, analysed_cache)
     code, stdout = start_and_signal(agent, write_script(tmp_path, THREE), signal.SIGINT, 1)
     summary = json.loads(stdout.splitlines()[-1])
     assert code == 3

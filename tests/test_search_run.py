@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,9 +22,12 @@ WRONG, BROKEN = kernel("cpp_scale_sub"), kernel("cpp_syntax_error")
 
 
 @pytest.fixture
-def agent(tmp_path: Path) -> Agent:
+def agent(tmp_path: Path, analysed_cache: Path) -> Agent:
+    """An agent with caches of its own (nothing evaluated before; the task's analysis is
+    copied in) and its own harness work directory."""
     work = tmp_path / "work"
     work.mkdir()
+    shutil.copytree(analysed_cache, tmp_path / "cache")
     env = {"KERNELGRAPH_CACHE_DIR": str(tmp_path / "cache"), "KERNELGRAPH_WORK_DIR": str(work)}
     return Agent(tmp_path, env=env)
 
