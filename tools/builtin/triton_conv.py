@@ -323,7 +323,8 @@ def default(kernel: ConvKernel, gpu: bool, dots: tuple[str, ...]) -> dict[str, A
     # fma: level1/54 ran 1.56 ms at 128 x 32 x 4 warps, 1.81 at 128 x 64 (H200)
     wide, warps = (32, 4) if precision.get("DOT") == FMA else (128, 8)
     # whole lines stored: level1/81 0.410 -> 0.372 ms at 4, 79 0.716 -> 0.636; lines read in
-    # place: 64 2.98 -> 2.65, 67 1.85 -> 1.71, 74 1.01 -> 0.93 (H100)
+    # place: 64 2.71-2.98 -> 2.62-2.65, 67 1.81-1.85 -> 1.71, 74 1.01 -> 0.93, 75 1.14 -> 0.99
+    # (H100)
     if kernel.inner_unphased or in_place:
         warps = 4
     return {"BLOCK_M": 128, "BLOCK_N": max(16, min(next_pow2(kernel.cout_g), wide)),
