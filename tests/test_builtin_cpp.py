@@ -14,6 +14,7 @@ import pytest
 import torch
 from builtin_helpers import builtin_generator, task_file
 
+from kernelgraph.tools.builtin.expr import call, const, never_negative, var
 from kernelgraph.tools.builtin.generate import Generator
 from kernelgraph.tools.harness.cache import EvalCache
 from kernelgraph.tools.harness.config import EvalConfig
@@ -68,6 +69,19 @@ CASES = {
         "",
         "c0[r] = ",  # softmax's exp is kept in a row buffer for the store sweep
     ),
+    "nonnegative_sums_in_float": (
+        "(torch.softmax(x * 10, dim=-1), x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-5), "
+        "x.sum(-1))",
+        "torch.randn(3, 2048)",
+        "",
+        # rows of 2048: the sums of exp and of squares cannot cancel and add in float, the
+        # signed sum in double
+        (
+            "#pragma omp simd reduction(+:r1)",
+            "#pragma omp simd reduction(+:r0)",
+            "#pragma omp simd reduction(+:r0d)",
+        ),  # fmt: skip
+    ),
     "layernorm_and_groupnorm": (
         "(self.ln(x), self.gn(x))",
         "torch.randn(2, 8, 5, 7)",
@@ -102,6 +116,24 @@ def test_generated_cpp_kernels_verify(tmp_path, name):
         assert expected in text
     verdict = verify(task, kernel, tmp_path)
     assert verdict.passed, verdict.message
+
+
+X, Y = var("x"), var("y")
+
+
+@pytest.mark.parametrize(
+    "expr, expected",
+    [(call("exp", X - Y), True), (X * X, True), (call("abs", X) * call("sigmoid", Y), True),
+     (call("pow", X, const(2.0)), True), (call("where", X, call("exp", Y), const(0.0)), True),
+     (call("max", X, const(0.0)), True), (X * Y, False), (X - Y, False),
+     (call("min", X, const(0.0)), False), (call("pow", X, const(3.0)), False),
+     (call("exp", X) + const(-1.0), False)],
+    ids=["exp", "square", "abs_sigmoid", "pow2", "where", "relu", "product", "difference",
+         "min0", "pow3", "expm1_written_out"],
+)  # fmt: skip
+def test_never_negative_is_sure_before_it_says_so(expr, expected):
+    """Only sums whose terms cannot be negative skip the double accumulator."""
+    assert never_negative(expr) is expected
 
 
 def _c_sources(code: str) -> list[str]:

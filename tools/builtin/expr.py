@@ -85,6 +85,30 @@ def is_const(e: Expr, value: float | None = None) -> bool:
     return e.op == "const" and (value is None or e.attr == value)
 
 
+_NEVER_NEGATIVE = frozenset(
+    "exp sqrt rsqrt abs sigmoid not isnan to_bool lt le gt ge eq ne and or".split()
+)
+_KEEPS_SIGN = {"add": all, "div": all, "min": all, "where": all, "max": any, "to_float": all}
+
+
+def never_negative(e: Expr) -> bool:
+    """Whether every value of `e` is >= 0 or NaN (a sum of such terms cannot cancel, so fp32
+    accumulates it to a relative error of at most its length times fp32's epsilon)."""
+    if e.op == "const":
+        return isinstance(e.attr, bool | int | float) and not e.attr < 0
+    if e.op in _NEVER_NEGATIVE:
+        return True
+    if e.op == "mul":
+        return e.args[0] == e.args[1] or all(never_negative(a) for a in e.args)
+    if e.op == "pow":
+        exponent = e.args[1]
+        even = is_const(exponent) and float(exponent.attr) % 2 == 0
+        return even or never_negative(e.args[0])
+    rule = _KEEPS_SIGN.get(e.op)
+    operands = e.args[1:] if e.op == "where" else e.args  # where: the condition's sign is moot
+    return rule is not None and rule(never_negative(a) for a in operands)
+
+
 def walk(e: Expr):
     """Every node of the tree, children first."""
     for a in e.args:
