@@ -300,7 +300,9 @@ class RowKernel:
         if not self.strided:
             body = [f"const {ix} base = k * {k.rlen};", *self.body]
             rows = loop(f"for ({ix} k = 0; k < {k.rows}; ++k)", body, pragma)
-            return "\n".join([*head, *indent(rows), "}"])
+            # AVX-512's vectors where the machine has them (cpp_backend.py's HELPERS)
+            return "\n".join(["KG_WIDE_VECTORS_BEGIN", *head, *indent(rows), "}",
+                              "KG_WIDE_VECTORS_END"])  # fmt: skip
         head += [f"    const {ix} W = static_cast<{ix}>(std::min<int64_t>(WIDTH < 1 ? 1 : WIDTH,"
                  f" {MAX_WIDTH}));", f"    const {ix} chunks = ({k.inner} + W - 1) / W;"]  # fmt: skip
         chunk = [f"const {ix} i0 = c * W, w = std::min<{ix}>(W, {k.inner} - i0);",
