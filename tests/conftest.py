@@ -20,12 +20,21 @@ CASES = Path(__file__).resolve().parent / "cases"
 
 _saved_environ: dict[str, str | None] = {}
 _session_cache: Path | None = None
+_owns_session_cache = False
+SESSION_CACHE_VAR = "KERNELGRAPH_TEST_SESSION_CACHE"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Before collection, so that not even import-time code reaches ~/.cache."""
-    global _session_cache
-    _session_cache = Path(tempfile.mkdtemp(prefix="kernelgraph-test-cache-"))
+    """Before collection, so that not even import-time code reaches ~/.cache. Under
+    pytest-xdist the workers share the controller's cache, as a machine's runs share theirs."""
+    global _session_cache, _owns_session_cache
+    inherited = os.environ.get(SESSION_CACHE_VAR) if "PYTEST_XDIST_WORKER" in os.environ else None
+    if inherited:
+        _session_cache = Path(inherited)
+    else:
+        _session_cache = Path(tempfile.mkdtemp(prefix="kernelgraph-test-cache-"))
+        _owns_session_cache = True
+        _export(SESSION_CACHE_VAR, str(_session_cache))
     _export("KERNELGRAPH_CACHE_DIR", str(_session_cache))
     from kernelgraph.tools.harness.cache import shared_build_env
 
@@ -40,7 +49,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         else:
             os.environ[name] = value
     _saved_environ.clear()
-    if _session_cache is not None:
+    if _session_cache is not None and _owns_session_cache:
         shutil.rmtree(_session_cache, ignore_errors=True)
 
 

@@ -23,9 +23,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
+from torch.utils import flop_counter
 from torch.utils.flop_counter import FlopCounterMode
 
+from kernelgraph.tools.dispatch_modes import skip_dynamo_wrapper
 from kernelgraph.tools.harness.env_info import cpu_model
+
+skip_dynamo_wrapper(flop_counter._FlopCounterMode)  # counting FLOPs need not import dynamo
 
 T, G = 1e12, 1e9
 

@@ -11,13 +11,13 @@ from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 
 from kernelgraph.tools.analysis import ops as op_table
 from kernelgraph.tools.analysis.scalars import ScalarValues, plain_number
 from kernelgraph.tools.analysis.stages import resolve
+from kernelgraph.tools.dispatch_modes import PlainDispatchMode
 
 MAX_OPS = 4000  # ops beyond this are counted, not listed (a Python loop of many small ops)
 MAX_ARGS_CHARS = 160
@@ -77,7 +77,7 @@ def args_text(args: tuple, kwargs: dict) -> str:
     return text if len(text) <= MAX_ARGS_CHARS else text[: MAX_ARGS_CHARS - 3] + "..."
 
 
-class OpRecorder(TorchDispatchMode):
+class OpRecorder(PlainDispatchMode):
     """Lists every ATen op the forward runs: name, kind, first output's shape and dtype, a short
     text of its arguments, the data it reads (labels), its FLOPs (torch's flop registry), and the
     composite torch function (if any) it ran inside.

@@ -199,8 +199,7 @@ def _profile(spec, model, adapter, counter, device, out_dir, report) -> None:
             return model(*live)
 
     # Poisoning torch.empty costs a memset per allocation; eager is timed without it.
-    torch.utils.deterministic.fill_uninitialized_memory = False
-    torch.use_deterministic_algorithms(False)
+    guards.poison_uninitialized_memory(False)
     launches_before = counter.count
     clock = _Clock(spec.get("clock"))
     clock.mark("start")

@@ -11,13 +11,13 @@ from collections import Counter
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from kernelgraph.tools.dispatch_modes import PlainDispatchMode
 from kernelgraph.tools.dsl.base import LaunchCounter
 from kernelgraph.tools.harness.compare import fingerprint
 
 
-class OpRecorder(TorchDispatchMode):
+class OpRecorder(PlainDispatchMode):
     """Records the ATen ops the forward executes, including those called from C++ extensions.
 
     Ops inside a DSL launch that the adapter marks as harness-internal (the Triton interpreter's
@@ -35,10 +35,12 @@ class OpRecorder(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def poison_uninitialized_memory() -> None:
+def poison_uninitialized_memory(enabled: bool = True) -> None:
     """Make torch.empty return NaN (floats) / max ints, so unwritten output cannot pass."""
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    torch.utils.deterministic.fill_uninitialized_memory = True
+    # torch.use_deterministic_algorithms would also set inductor's flag, importing
+    # torch._inductor and torch._dynamo (seconds of CPU); candidates never run inductor.
+    torch._C._set_deterministic_algorithms(enabled, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = enabled
 
 
 def plain_tensor_problem(outputs: list[Any]) -> str | None:

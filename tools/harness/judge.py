@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from kernelgraph.tools import roofline
+from kernelgraph.tools.dispatch_modes import PlainDispatchMode
 from kernelgraph.tools.harness import reference as ref
 from kernelgraph.tools.harness.buffers import BufferState
 from kernelgraph.tools.harness.compare import (
@@ -39,7 +39,7 @@ from kernelgraph.tools.task import TaskSource
 ARG_REDUCTIONS = ("aten.argmax.default", "aten.argmin.default")
 
 
-class _ArgCapture(TorchDispatchMode):
+class _ArgCapture(PlainDispatchMode):
     """Remembers which argmax/argmin produced which tensor, so that ties can be accepted."""
 
     def __init__(self) -> None:
