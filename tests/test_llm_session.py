@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
+import kernelgraph.nodes.llm.session as session_module
 from kernelgraph.nodes.llm import (
     AuthFailed,
     BadReply,
@@ -269,6 +270,35 @@ def test_call_budget_counts_across_sessions_and_stops_before_the_call(
     assert counts == {"coder": 3} and resumed.spend()["llm_calls"] == 3
     other = new_run(store)  # another run has its own budget
     session(store, other, name, limits).ask_code("coder", messages(), {})
+
+
+def test_a_call_being_recorded_counts_once_and_a_failed_one_not_at_all(
+    store, run_id, script, monkeypatch
+) -> None:
+    """A search's branches share one session: a branch checking the budget while another
+    branch's call is being recorded must count that call once (counted both as recorded and
+    as under way, it stopped a lane early)."""
+    name = script({"coder": [{"file": "kernel.py"}] * 4, "planner": [{"error": "down"}]})
+    s = session(store, run_id, name, Limits(max_llm_calls=4))
+    seen: list[int] = []
+    write = session_module.record_call
+
+    def watched(*args, **kwargs):
+        reply_sha = write(*args, **kwargs)
+        seen.append(s.budget.calls_counted())  # what any other branch would see now
+        return reply_sha
+
+    monkeypatch.setattr(session_module, "record_call", watched)
+    counts: dict[str, int] = {}
+    for _ in range(3):
+        s.ask_code("coder", messages(), counts)
+    assert seen == [1, 2, 3]
+    with pytest.raises(EndpointDown):
+        s.ask_json("planner", messages(), Plan, counts)
+    assert s.budget.calls_counted() == 3  # the failed call holds no place
+    s.ask_code("coder", messages(), counts)
+    with pytest.raises(BudgetExhausted):
+        s.ask_code("coder", messages(), counts)
 
 
 def test_usd_budget_counts_what_the_run_already_spent(store, run_id, script) -> None:

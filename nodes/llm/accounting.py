@@ -6,12 +6,19 @@ earlier sessions spent.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
 from kernelgraph.nodes.llm.chat import ChatModel, ChatReply
 from kernelgraph.nodes.llm.errors import BudgetExhausted
 from kernelgraph.nodes.llm.prices import cost, price_of
 from kernelgraph.state.config import Limits, ModelConfig
 from kernelgraph.state.llm_calls import insert_call, known_usd, run_spend
 from kernelgraph.state.store import RunStore
+
+T = TypeVar("T")
 
 
 def check_budget(store: RunStore, run_id: str, limits: Limits, pending: int = 0) -> None:
@@ -32,6 +39,45 @@ def check_budget(store: RunStore, run_id: str, limits: Limits, pending: int = 0)
                 f"the USD budget is spent (${usd:.4f} of --budget-usd {limits.budget_usd:g})",
                 stop_reason="budget_usd",
             )
+
+
+class CallBudget:
+    """The run's budgets for calls made at once (a search's branches): a call under way counts
+    against max_llm_calls until its record is in the store. The hand-over from "under way" to
+    "recorded" is atomic, so no other branch sees that call counted twice or not at all."""
+
+    def __init__(self, store: RunStore, run_id: str, limits: Limits) -> None:
+        self.store, self.run_id, self.limits = store, run_id, limits
+        self._lock = threading.RLock()
+        self._under_way = 0
+
+    def calls_counted(self) -> int:
+        """Calls recorded for the run plus calls under way in this process."""
+        with self._lock:
+            return run_spend(self.store, self.run_id)["llm_calls"] + self._under_way
+
+    @contextmanager
+    def reserve(self) -> Iterator[Callable[[Callable[[], T]], T]]:
+        """Check the budgets and hold one call's place; yields `settle(write)`, which writes
+        the call's record in place of the reservation. Raises BudgetExhausted."""
+        with self._lock:
+            check_budget(self.store, self.run_id, self.limits, pending=self._under_way)
+            self._under_way += 1
+        held = True
+
+        def settle(write: Callable[[], T]) -> T:
+            nonlocal held
+            with self._lock:
+                if held:
+                    held, self._under_way = False, self._under_way - 1
+                return write()
+
+        try:
+            yield settle
+        finally:
+            with self._lock:
+                if held:
+                    held, self._under_way = False, self._under_way - 1
 
 
 def record_call(

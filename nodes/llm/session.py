@@ -13,7 +13,6 @@ in place for each call that reached the model.
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, field
 from functools import partial
@@ -21,7 +20,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from kernelgraph.nodes.llm.accounting import check_budget, record_call
+from kernelgraph.nodes.llm.accounting import CallBudget, record_call
 from kernelgraph.nodes.llm.chat import (
     CallInfo,
     ChatModel,
@@ -71,9 +70,7 @@ class LLMSession:
         self.main = Tier(main)
         self.cheap = Tier(cheap) if cheap is not None else None
         self.sleep = time.sleep  # backoff; tests may replace it
-        # a search's branches call at once: calls under way count against max_llm_calls
-        self._budget_lock = threading.Lock()
-        self._pending = 0
+        self.budget = CallBudget(store, run_id, limits)  # shared by a search's branches
 
     def tier(self, node: str) -> Tier:
         if self.cheap is not None and node in self.model.cheap_nodes:
@@ -144,16 +141,12 @@ class LLMSession:
 
     def _exchange(self, tier, node, convo, counts, schema, judge, lane):
         """One call: budget, send (with retries), count, judge, record."""
-        with self._budget_lock:
-            check_budget(self.store, self.run_id, self.limits, pending=self._pending)
-            self._pending += 1
-        try:
-            return self._exchange_within_budget(tier, node, convo, counts, schema, judge, lane)
-        finally:
-            with self._budget_lock:
-                self._pending -= 1
+        with self.budget.reserve() as settle:
+            return self._exchange_within_budget(
+                tier, node, convo, counts, schema, judge, lane, settle
+            )
 
-    def _exchange_within_budget(self, tier, node, convo, counts, schema, judge, lane):
+    def _exchange_within_budget(self, tier, node, convo, counts, schema, judge, lane, settle):
         chat = tier.chat
         schema_name = schema.__name__ if schema is not None else None
         prompt = canonical_prompt(convo, schema_name)
@@ -167,10 +160,14 @@ class LLMSession:
             where=chat.describe(),
             run_id=self.run_id,
         )
-        record = partial(
+        write = partial(
             record_call, self.store, self.run_id, self.model, chat,
             node=node, prompt=prompt, prompt_sha=call.prompt_sha,
         )  # fmt: skip
+
+        def record(**outcome: Any) -> str | None:
+            return settle(partial(write, **outcome))
+
         started = time.monotonic()
         try:
             if schema is not None:
