@@ -14,6 +14,7 @@ import pytest
 import torch
 from builtin_helpers import builtin_generator, task_file
 
+from kernelgraph.tools.builtin import cpp_backend
 from kernelgraph.tools.builtin.expr import call, const, never_negative, var
 from kernelgraph.tools.builtin.generate import Generator
 from kernelgraph.tools.harness.cache import EvalCache
@@ -48,7 +49,7 @@ CASES = {
         # rows of 8192 and the whole of y are summed in double (fp32 drifts past 1e-4), rows
         # of 40 in float
         (
-            "schedule(guided) reduction(+:r0d)",
+            "schedule(static) reduction(+:r0d)",
             "#pragma omp simd reduction(+:r0d)",
             "#pragma omp simd reduction(+:r0)",
         ),
@@ -233,3 +234,14 @@ def test_huge_page_advice_gives_a_fresh_output_huge_pages():
     assert _huge_kib(*span(advised)) >= 32 << 10  # at least half of it in huge pages
     if "[always]" not in Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text():
         assert _huge_kib(*span(plain)) == 0
+
+
+@pytest.mark.parametrize("cores, choices", [(1, [0]), (2, [0, 1]), (3, [0, 1]), (16, [0, 1, 8])])
+def test_thread_choices_never_repeat_every_core(tmp_path, monkeypatch, cores, choices):
+    """threads 0 is every core; a tunable equal to the core count would time the same launch
+    again (on a 2-core box the README's refine once spent a candidate on exactly that)."""
+    monkeypatch.setattr(cpp_backend, "_cores", lambda: cores)
+    forward, inputs, params, _ = CASES["softmax"]
+    gen = generator(task_file(tmp_path, forward, inputs, params=params), tmp_path)
+    for name, space in gen.tunables().items():
+        assert space["threads"] == choices, name

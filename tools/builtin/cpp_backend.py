@@ -183,8 +183,10 @@ def _cores() -> int:
 
 
 def _thread_choices() -> list[int]:
+    """0 (every core, the defaults' choice), one thread and half the cores, but never a count
+    that means every core again (refine would time the same launch twice)."""
     cores = _cores()
-    return sorted({1, max(cores // 2, 1), cores})
+    return sorted({0} | {t for t in (1, cores // 2) if 0 < t < cores})
 
 
 Config = dict[str, Any]

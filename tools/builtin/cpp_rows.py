@@ -40,7 +40,10 @@ CLAUSE = {"sum": "+", "prod": "*", "max": "max", "min": "min"}
 COMBINE = {"sum": "{a} += {v};", "prod": "{a} *= {v};", "max": "{a} = {v} > {a} ? {v} : {a};",
            "min": "{a} = {v} < {a} ? {v} : {a};"}  # fmt: skip
 EXPENSIVE = frozenset("exp log tanh sigmoid erf pow sqrt rsqrt sin cos log1p expm1 div".split())
-PARALLEL = "#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(guided)"
+# static: thread t takes the t-th block of rows, as torch's own parallel_for does, so rows the
+# op before wrote (in the same OpenMP team) are still in this core's cache. With guided, the
+# README's softmax (512 x 1024) took 0.44 ms after an input copy, 0.35 with static (2 cores).
+PARALLEL = "#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)"
 WIDE_ROWS, WIDE_RLEN = 8, 1 << 15  # fewer, longer rows: threads share each row's sweeps
 DOUBLE_SUM_RLEN = 1024  # longer sums accumulate in double: fp32 drifts past 1e-4 at 8192
 # ... unless no term is negative: nothing cancels, and fp32 errs by at most (terms a lane) x
